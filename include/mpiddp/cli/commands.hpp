@@ -1,0 +1,14 @@
+#pragma once
+// Subcommands. Each takes the arguments after its name and returns an exit code.
+#include <string>
+#include <vector>
+
+namespace mpiddp {
+
+class ProcessGroup;
+
+int command_train(const std::vector<std::string>& args, ProcessGroup& group);
+int command_shard(const std::vector<std::string>& args);
+int command_inspect(const std::vector<std::string>& args);
+
+}  // namespace mpiddp

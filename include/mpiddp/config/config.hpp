@@ -1,0 +1,95 @@
+#pragma once
+// The typed configuration every module reads. Values come from an INI input file
+// ([section] key = value) and from `--section.key value` command-line overrides,
+// which win over the file. Unknown keys and malformed values are InputErrors.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mpiddp {
+
+struct DataConfig {
+  std::string train;                 // shard directory, glob or single .h5 file
+  std::string test;                  // same, evaluated after each epoch (optional)
+  std::string features = "features";  // dataset name inside each shard
+  std::string labels = "labels";
+  std::string task = "classification";  // classification | regression
+  int prefetch = 4;                  // batches read ahead by the loader thread
+  bool shuffle = true;
+  bool drop_last = false;            // DistributedSampler's drop_last
+};
+
+struct ModelConfig {
+  std::string hidden = "256,128";    // hidden widths, comma separated ("" = linear model)
+  std::vector<int> hidden_sizes;     // parsed from `hidden`
+  std::string activation = "relu";   // relu | gelu | tanh
+  double dropout = 0.0;              // after every hidden activation, 0 = none
+  int classes = 0;                   // 0 = take the shards' num_classes attribute
+};
+
+struct TrainConfig {
+  int batch_size = 64;               // per rank, per micro-batch
+  int accumulate = 1;                // micro-batches per optimizer step
+  int epochs = 10;
+  std::uint64_t seed = 0;
+  int log_every = 50;                // optimizer steps between progress lines
+  bool eval = true;                  // evaluate data.test after each epoch
+  int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
+  std::string device = "cpu";        // cpu (cuda: see the GPU path)
+  std::int64_t max_steps = 0;        // stop after this many optimizer steps, 0 = no limit
+};
+
+struct OptimConfig {
+  std::string name = "sgd";          // sgd | adamw
+  double lr = 0.01;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  std::string schedule = "constant";  // constant | step | cosine
+  std::int64_t warmup_steps = 0;     // linear warm-up (cosine and step)
+  int step_epochs = 10;              // step: multiply lr by gamma every this many epochs
+  double gamma = 0.1;
+  double min_lr = 0.0;               // cosine: final learning rate
+};
+
+struct DdpConfig {
+  double first_bucket_mb = 1.0;      // PyTorch DDP's first bucket cap (MiB)
+  double bucket_mb = 25.0;           // later buckets (MiB)
+};
+
+struct DistConfig {
+  std::string backend = "mpi";       // mpi (nccl: see the GPU path)
+};
+
+struct RunConfig {
+  std::string dir = "run";           // metrics.jsonl, config.ini, summary.json, checkpoints/
+};
+
+struct CheckpointConfig {
+  int every_epochs = 1;              // 0 = no checkpoints
+};
+
+struct Config {
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  OptimConfig optim;
+  DdpConfig ddp;
+  DistConfig dist;
+  RunConfig run;
+  CheckpointConfig checkpoint;
+  std::string source;                // the input file it came from ("" = defaults only)
+  std::string resolved_ini;          // every key with its final value, as an INI file
+};
+
+// Parses `path` (may be empty) and the `--section.key value` overrides, validates
+// every value and throws InputError naming the file and key on any problem.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Every key with its default and help text, for `mpiddp train --help`.
+std::string config_reference();
+
+}  // namespace mpiddp

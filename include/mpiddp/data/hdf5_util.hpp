@@ -1,0 +1,66 @@
+#pragma once
+// RAII for HDF5 identifiers and checked calls. HDF5's own error stack printing
+// is switched off; failures become exceptions whose text names the file and
+// object.
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+namespace mpiddp::h5 {
+
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = -1; }
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      id_ = other.id_;
+      closer_ = other.closer_;
+      other.id_ = -1;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  void reset() {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+// Turns HDF5's automatic error printing off (once per process).
+void silence_errors();
+
+// Throws `Error` with `what` when id < 0.
+template <class Error>
+hid_t check_id(hid_t id, const std::string& what) {
+  if (id < 0) throw Error(what);
+  return id;
+}
+template <class Error>
+void check(herr_t rc, const std::string& what) {
+  if (rc < 0) throw Error(what);
+}
+
+bool has_attribute(hid_t object, const char* name);
+double read_double_attribute(hid_t object, const char* name, const std::string& where);
+std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where);
+std::vector<std::int64_t> read_int_array_attribute(hid_t object, const char* name, const std::string& where);
+void write_double_attribute(hid_t object, const char* name, double value);
+void write_int_attribute(hid_t object, const char* name, std::int64_t value);
+void write_int_array_attribute(hid_t object, const char* name, const std::vector<std::int64_t>& values);
+void write_string_attribute(hid_t object, const char* name, const std::string& value);
+std::string read_string_attribute(hid_t object, const char* name, const std::string& where);
+
+}  // namespace mpiddp::h5

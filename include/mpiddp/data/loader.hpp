@@ -1,0 +1,48 @@
+#pragma once
+// Reads batches on a background thread so that the next batch is ready when
+// the current step ends. Errors on the loader thread are re-thrown by next().
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "mpiddp/data/dataset.hpp"
+
+namespace mpiddp {
+
+class BatchLoader {
+ public:
+  // Cuts `indices` into batches of `batch_size` (the last may be smaller) and
+  // keeps up to `prefetch` of them ready.
+  BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
+              std::size_t prefetch);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  std::size_t batch_count() const { return batch_count_; }
+  // The next batch in order, or nullopt after the last. Blocks while the loader
+  // is behind; that time is counted in wait_s().
+  std::optional<Batch> next();
+  double wait_s() const { return wait_s_; }
+
+ private:
+  void run();
+
+  ShardedDataset& dataset_;
+  std::vector<std::int64_t> indices_;
+  std::size_t batch_size_, prefetch_, batch_count_;
+  std::size_t consumed_ = 0;
+  std::deque<Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::thread thread_;
+  double wait_s_ = 0.0;
+};
+
+}  // namespace mpiddp

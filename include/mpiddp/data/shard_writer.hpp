@@ -1,0 +1,43 @@
+#pragma once
+// `mpiddp shard`: streams a source (Fashion-MNIST/MNIST IDX .gz files, or CSV
+// rows "features..., label") into N HDF5 shard files. Only one block of rows is
+// in memory at a time; the row count is known before writing (IDX header, or a
+// first counting pass over the CSV), so every dataset is contiguous, which makes
+// the trainer's scattered row reads cheap.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpiddp {
+
+// Rows of a source, delivered in blocks.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual std::int64_t rows() const = 0;
+  virtual std::size_t feature_dim() const = 0;
+  virtual std::size_t target_dim() const = 0;   // 1 for class ids
+  virtual bool class_labels() const = 0;        // int32 class ids, else float32 targets
+  virtual bool uint8_features() const = 0;      // stored as uint8 with a scale
+  virtual std::vector<std::int64_t> sample_shape() const = 0;
+  // Fills up to `max_rows` rows; returns how many (0 at the end).
+  virtual std::size_t read(std::size_t max_rows, std::vector<unsigned char>& u8, std::vector<float>& f32,
+                           std::vector<std::int32_t>& ids, std::vector<float>& targets) = 0;
+};
+
+std::unique_ptr<RowSource> open_idx_source(const std::string& images, const std::string& labels);
+// CSV: numbers separated by commas, the last `targets` columns are the label(s);
+// a first line that is not numeric is taken as a header and skipped. Plain or gzip.
+std::unique_ptr<RowSource> open_csv_source(const std::string& path, bool classification, std::size_t targets);
+
+struct ShardSummary {
+  std::vector<std::string> files;
+  std::int64_t rows = 0;
+  int classes = 0;
+};
+
+// Writes `out_dir`/shard-00000-of-0000N.h5 ... (the directory is created).
+ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix);
+
+}  // namespace mpiddp

@@ -1,0 +1,61 @@
+#pragma once
+// The DDP gradient reducer. Gradients live in one flat buffer (see
+// ParameterStore); buckets are contiguous ranges of it taken in *reverse*
+// registration order (the order backward produces them), the first capped at
+// ddp.first_bucket_mb and the rest at ddp.bucket_mb, like PyTorch DDP. When the
+// last parameter of a bucket is ready, the bucket is scaled by
+// 1/(world * micro-batches) and its SUM all-reduce starts while backward goes on.
+// Buckets are launched strictly in order so that every rank issues the same
+// sequence of collectives.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/nn/parameters.hpp"
+
+namespace mpiddp {
+
+struct Bucket {
+  std::size_t begin = 0, end = 0;            // range of the flat gradient buffer
+  std::vector<std::size_t> parameters;       // indices, in the order they become ready
+  std::size_t ready = 0;
+  std::unique_ptr<PendingReduction> pending;
+};
+
+class GradientReducer {
+ public:
+  GradientReducer(ParameterStore& params, Communicator& comm, std::size_t first_bucket_bytes,
+                  std::size_t bucket_bytes);
+
+  // Sets rank 0's parameter values on every rank (DDP's construction-time
+  // broadcast) after checking that every rank built the same parameter list.
+  void synchronize_parameters();
+
+  // Call before each micro-batch's backward. `sync` false = no_sync: gradients
+  // only accumulate locally. `micro_batches` is the number of micro-batches
+  // whose gradients the step averages.
+  void prepare(bool sync, int micro_batches);
+  // Called by the model's backward hook with the parameters whose gradients are final.
+  void mark_ready(const std::vector<std::size_t>& parameters);
+  // Waits for every bucket; afterwards the gradient buffer holds the global mean.
+  void finish();
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  double communication_wait_s() const { return wait_s_; }
+
+ private:
+  void launch_ready_buckets();
+
+  ParameterStore& params_;
+  Communicator& comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_;  // parameter index -> bucket
+  std::size_t next_to_launch_ = 0;
+  bool sync_ = true;
+  float scale_ = 1.0f;
+  double wait_s_ = 0.0;
+};
+
+}  // namespace mpiddp

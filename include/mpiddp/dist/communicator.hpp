@@ -1,0 +1,39 @@
+#pragma once
+// Backend-neutral collectives. The trainer and the reducer talk only to this
+// interface; `mpi` (host buffers) implements it today, a device backend (NCCL)
+// plugs in beside it. Every call is checked and throws RuntimeError with the
+// rank and the operation on failure.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mpiddp {
+
+// An all-reduce in flight; wait() returns when the buffer holds the result.
+class PendingReduction {
+ public:
+  virtual ~PendingReduction() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // In-place element-wise sums over all ranks.
+  virtual void allreduce_sum(float* data, std::size_t count) = 0;
+  virtual void allreduce_sum(double* data, std::size_t count) = 0;
+  virtual std::unique_ptr<PendingReduction> start_allreduce_sum(float* data, std::size_t count) = 0;
+  virtual std::int64_t allreduce_max(std::int64_t value) = 0;
+  virtual std::int64_t allreduce_min(std::int64_t value) = 0;
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // recv holds size() * bytes: rank r's block at r * bytes.
+  virtual void allgather(const void* send, std::size_t bytes, void* recv) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace mpiddp

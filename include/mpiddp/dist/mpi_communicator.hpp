@@ -1,0 +1,42 @@
+#pragma once
+// Communicator over an MPI communicator with host buffers.
+#include <mpi.h>
+
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `comm` so our traffic never mixes with anyone else's; errors are
+  // returned (not fatal) so that they can be reported with context.
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "mpi"; }
+
+  void allreduce_sum(float* data, std::size_t count) override;
+  void allreduce_sum(double* data, std::size_t count) override;
+  std::unique_ptr<PendingReduction> start_allreduce_sum(float* data, std::size_t count) override;
+  std::int64_t allreduce_max(std::int64_t value) override;
+  std::int64_t allreduce_min(std::int64_t value) override;
+  void broadcast(void* data, std::size_t bytes, int root) override;
+  void allgather(const void* send, std::size_t bytes, void* recv) override;
+  void barrier() override;
+
+  MPI_Comm handle() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// Throws RuntimeError("rank R: OP failed: <MPI's message>") when rc is not MPI_SUCCESS.
+void check_mpi(int rc, const char* op);
+
+}  // namespace mpiddp

@@ -1,0 +1,59 @@
+#pragma once
+// The layers an MLP is built from.
+#include "mpiddp/nn/layer.hpp"
+
+namespace mpiddp {
+
+class Linear final : public Layer {
+ public:
+  explicit Linear(std::size_t out) : out_(out) {}
+  std::string kind() const override { return "Linear"; }
+  std::size_t out_features(std::size_t) const override { return out_; }
+  void declare(ParameterStore& params, const std::string& prefix, std::size_t in) override;
+  // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
+  void initialize(ParameterStore& params, std::uint64_t seed) override;
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+  std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+
+ private:
+  std::size_t in_ = 0, out_;
+  std::size_t weight_ = 0, bias_ = 0;
+  const float* w_ = nullptr;
+  const float* b_ = nullptr;
+};
+
+enum class ActivationKind { relu, gelu, tanh };
+ActivationKind parse_activation(const std::string& name);
+
+class Activation final : public Layer {
+ public:
+  explicit Activation(ActivationKind kind) : kind_(kind) {}
+  std::string kind() const override;
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+
+ private:
+  ActivationKind kind_;
+};
+
+// Inverted dropout; the mask is a hash of (seed, rank, micro-batch, layer, element)
+// so it needs no RNG state to checkpoint and is identical on resume.
+class Dropout final : public Layer {
+ public:
+  Dropout(double p, std::uint64_t layer_id) : p_(p), layer_id_(layer_id) {}
+  std::string kind() const override { return "Dropout"; }
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+
+ private:
+  double p_;
+  std::uint64_t layer_id_;
+  std::vector<float> mask_;  // 0 or 1/(1-p), from the last training forward
+  bool masked_ = false;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,24 @@
+#pragma once
+// Losses: mean over the batch, gradient with respect to the model output.
+#include <cstdint>
+#include <vector>
+
+#include "mpiddp/tensor/matrix.hpp"
+
+namespace mpiddp {
+
+struct LossResult {
+  double loss_sum = 0.0;   // summed over samples (divide by count for the mean)
+  std::int64_t correct = 0;  // classification only
+  std::int64_t count = 0;
+};
+
+// Softmax cross-entropy with integer class labels. When grad is not null it
+// receives d(mean loss)/d(logits) = (softmax - onehot) / n.
+LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* labels, Matrix* grad);
+
+// Mean squared error over all elements (PyTorch's MSELoss 'mean'); per-sample
+// loss_sum is the sum over targets divided by the target width.
+LossResult mean_squared_error(const Matrix& output, const float* targets, Matrix* grad);
+
+}  // namespace mpiddp

@@ -1,0 +1,73 @@
+#pragma once
+// Optimizers update the flat parameter buffer from the flat gradient buffer.
+// They follow PyTorch's update rules exactly (torch.optim.SGD / AdamW).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpiddp/config/config.hpp"
+
+namespace mpiddp {
+
+// A named state buffer of an optimizer, for checkpoints.
+struct OptimizerState {
+  std::string name;
+  std::vector<float>* values;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  virtual void step(float* params, const float* grads, std::size_t count, double lr) = 0;
+  virtual std::vector<OptimizerState> state() = 0;
+  std::int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(std::int64_t steps) { steps_ = steps; }
+
+ protected:
+  std::int64_t steps_ = 0;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(double momentum, bool nesterov, double weight_decay)
+      : momentum_(momentum), nesterov_(nesterov), weight_decay_(weight_decay) {}
+  std::string name() const override { return "sgd"; }
+  void step(float* params, const float* grads, std::size_t count, double lr) override;
+  std::vector<OptimizerState> state() override { return {{"momentum", &momentum_buffer_}}; }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+  double weight_decay_;
+  std::vector<float> momentum_buffer_;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(double beta1, double beta2, double eps, double weight_decay)
+      : beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {}
+  std::string name() const override { return "adamw"; }
+  void step(float* params, const float* grads, std::size_t count, double lr) override;
+  std::vector<OptimizerState> state() override { return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}}; }
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  std::vector<float> m_, v_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& config);
+
+// Learning rate as a function of the optimizer step (0-based).
+class LrSchedule {
+ public:
+  LrSchedule(const OptimConfig& config, std::int64_t steps_per_epoch, std::int64_t total_steps);
+  double at(std::int64_t step) const;
+
+ private:
+  OptimConfig config_;
+  std::int64_t steps_per_epoch_, total_steps_;
+};
+
+}  // namespace mpiddp

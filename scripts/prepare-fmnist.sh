@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Writes Debian's Fashion-MNIST (package dataset-fashion-mnist) as HDF5 shards:
+#   DIR/train/shard-0000i-of-00004.h5 (60000 samples), DIR/test/... (10000 samples)
+# usage: scripts/prepare-fmnist.sh DIR [MPIDDP_BINARY]
+set -euo pipefail
+dir=${1:?usage: prepare-fmnist.sh DIR [MPIDDP_BINARY]}
+here=$(cd "$(dirname "$0")" && pwd)
+mpiddp=${2:-${MPIDDP:-}}
+if [ -z "$mpiddp" ]; then
+  for candidate in "$here/../build/mpiddp" "$here/../../../bin/mpiddp" "$(command -v mpiddp || true)"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then mpiddp=$candidate; break; fi
+  done
+fi
+[ -n "$mpiddp" ] || { echo "prepare-fmnist.sh: mpiddp binary not found (pass it as the 2nd argument)" >&2; exit 2; }
+src=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -r "$src/train-images-idx3-ubyte.gz" ] || {
+  echo "prepare-fmnist.sh: $src/train-images-idx3-ubyte.gz not found (apt-get install dataset-fashion-mnist)" >&2; exit 2; }
+"$mpiddp" shard --format idx --images "$src/train-images-idx3-ubyte.gz" --labels "$src/train-labels-idx1-ubyte.gz" \
+  --out "$dir/train" --shards 4
+"$mpiddp" shard --format idx --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
+  --out "$dir/test" --shards 1

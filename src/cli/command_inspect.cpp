@@ -1,0 +1,60 @@
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "mpiddp/cli/commands.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/data/sampler.hpp"
+
+namespace po = boost::program_options;
+
+namespace mpiddp {
+
+namespace {
+int inspect_sampler(const std::vector<std::string>& args) {
+  SamplerOptions o;
+  po::options_description options("mpiddp inspect sampler");
+  options.add_options()("help,h", "show this help")
+      ("size", po::value(&o.size)->required(), "data set size N")
+      ("world", po::value(&o.world)->default_value(1), "number of ranks")
+      ("rank", po::value(&o.rank)->default_value(0), "rank to print")
+      ("seed", po::value(&o.seed)->default_value(0), "train.seed")
+      ("epoch", po::value(&o.epoch)->default_value(0), "epoch (0-based)")
+      ("drop-last", po::bool_switch(&o.drop_last), "drop the tail instead of padding")
+      ("no-shuffle", "keep the natural order");
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), values);
+    if (values.count("help")) {
+      std::cout << options;
+      return kExitOk;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw InputError(e.what());
+  }
+  o.shuffle = values.count("no-shuffle") == 0;
+  if (o.size < 1) throw InputError("--size must be at least 1");
+  if (o.world < 1) throw InputError("--world must be at least 1");
+  if (o.rank < 0 || o.rank >= o.world) throw InputError("--rank must be in [0, world)");
+  const auto indices = distributed_sampler_indices(o);
+  std::string line;
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(indices[i]);
+  }
+  std::printf("%s\n", line.c_str());
+  return kExitOk;
+}
+}  // namespace
+
+int command_inspect(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("usage: mpiddp inspect sampler --size N [--world W --rank R --seed S --epoch E --drop-last --no-shuffle]\n");
+    return args.empty() ? kExitInputError : kExitOk;
+  }
+  if (args[0] == "sampler") return inspect_sampler({args.begin() + 1, args.end()});
+  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler)");
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,60 @@
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "mpiddp/cli/commands.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/data/shard_writer.hpp"
+
+namespace po = boost::program_options;
+
+namespace mpiddp {
+
+int command_shard(const std::vector<std::string>& args) {
+  std::string format, images, labels, input, out, task = "classification", prefix = "shard";
+  int shards = 4;
+  std::size_t targets = 1;
+  po::options_description options("mpiddp shard");
+  options.add_options()("help,h", "show this help")
+      ("format", po::value(&format)->required(), "idx (MNIST/Fashion-MNIST .gz pair) or csv")
+      ("images", po::value(&images), "idx: the images file (e.g. train-images-idx3-ubyte.gz)")
+      ("labels", po::value(&labels), "idx: the labels file")
+      ("input", po::value(&input), "csv: the CSV file (plain or .gz), last column(s) = label")
+      ("task", po::value(&task)->default_value(task), "csv: classification (int labels) or regression")
+      ("targets", po::value(&targets)->default_value(targets), "csv regression: number of target columns")
+      ("out", po::value(&out)->required(), "output directory for the shards")
+      ("shards", po::value(&shards)->default_value(shards), "number of shard files")
+      ("prefix", po::value(&prefix)->default_value(prefix), "shard file name prefix");
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), values);
+    if (values.count("help")) {
+      std::cout << options;
+      return kExitOk;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw InputError(e.what());
+  }
+  std::unique_ptr<RowSource> source;
+  if (format == "idx") {
+    if (images.empty() || labels.empty()) throw InputError("--format idx needs --images and --labels");
+    source = open_idx_source(images, labels);
+  } else if (format == "csv") {
+    if (input.empty()) throw InputError("--format csv needs --input");
+    if (task != "classification" && task != "regression") throw InputError("--task must be classification or regression");
+    source = open_csv_source(input, task == "classification", targets);
+  } else {
+    throw InputError("--format must be idx or csv, got '" + format + "'");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const ShardSummary summary = write_shards(*source, out, shards, prefix);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %lld rows (%zu features", static_cast<long long>(summary.rows), source->feature_dim());
+  if (summary.classes > 0) std::printf(", %d classes", summary.classes);
+  std::printf(") into %zu shard(s) in %s in %.2f s\n", summary.files.size(), out.c_str(), seconds);
+  return kExitOk;
+}
+
+}  // namespace mpiddp

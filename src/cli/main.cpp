@@ -1,0 +1,70 @@
+// mpiddp: one binary, subcommands. MPI is initialised only for `train`, so
+// `shard` and `inspect` run anywhere without a launcher.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mpiddp/cli/commands.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/dist/process_group.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: mpiddp <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  train CONFIG.ini [--section.key value ...]   data-parallel training (launch with mpirun/srun)\n"
+    "  shard --format idx|csv ... --out DIR           convert a data set into HDF5 shards\n"
+    "  inspect sampler --size N --world W --rank R    print a rank's DistributedSampler indices\n"
+    "  version                                        print the version\n"
+    "\n"
+    "`mpiddp COMMAND --help` describes a command's arguments.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mpiddp;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitInputError;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (command == "version" || command == "--version") {
+    std::printf("mpiddp %s\n", MPIDDP_VERSION);
+    return kExitOk;
+  }
+  if (command == "shard" || command == "inspect") {
+    try {
+      return command == "shard" ? command_shard(args) : command_inspect(args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mpiddp %s: error: %s\n", command.c_str(), e.what());
+      return exit_code_of(e);
+    }
+  }
+  if (command != "train") {
+    std::fprintf(stderr, "mpiddp: error: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return kExitInputError;
+  }
+
+  int exit_code = kExitOk;
+  {
+    ProcessGroup group(&argc, &argv);
+    try {
+      exit_code = command_train(args, group);
+    } catch (const JobFailed& failed) {
+      // Every rank agreed on the failure and the owner printed it: finish cleanly.
+      exit_code = failed.exit_code;
+    } catch (const std::exception& e) {
+      // Only this rank knows: the others may be inside a collective, so end them all.
+      report_error(group.rank(), e.what());
+      ProcessGroup::abort_job(exit_code_of(e));
+    }
+  }
+  return exit_code;
+}

@@ -1,0 +1,232 @@
+#include "mpiddp/data/dataset.hpp"
+
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp {
+
+std::vector<std::string> list_shards(const std::string& spec) {
+  struct stat info {};
+  std::string pattern = spec;
+  const bool exists = ::stat(spec.c_str(), &info) == 0;
+  if (exists && S_ISDIR(info.st_mode)) {
+    pattern = spec + "/*.h5";
+  } else if (exists) {
+    return {spec};
+  }
+  glob_t found{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &found);
+  std::vector<std::string> paths;
+  if (rc == 0)
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
+  globfree(&found);
+  if (paths.empty()) {
+    if (exists) throw InputError(spec + ": directory holds no *.h5 shards");
+    throw InputError(spec + ": no such shard file, directory or glob match");
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+ShardedDataset::ShardedDataset(const std::string& spec, const std::string& features_name,
+                               const std::string& labels_name, LabelKind kind)
+    : features_name_(features_name), labels_name_(labels_name), kind_(kind) {
+  h5::silence_errors();
+  for (const auto& path : list_shards(spec)) {
+    Shard shard;
+    shard.path = path;
+    shard.first = size_;
+    open_shard(shard, shards_.empty());
+    size_ += shard.rows;
+    shards_.push_back(std::move(shard));
+  }
+  if (size_ == 0) throw InputError(spec + ": data set is empty (0 samples in " + std::to_string(shards_.size()) + " shard(s))");
+}
+
+namespace {
+
+std::vector<hsize_t> dims_of(hid_t dataset) {
+  h5::Handle space(H5Dget_space(dataset), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+std::string type_name(hid_t dataset) {
+  h5::Handle type(H5Dget_type(dataset), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const std::size_t size = H5Tget_size(type.get());
+  if (cls == H5T_INTEGER)
+    return std::string(H5Tget_sign(type.get()) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(size * 8);
+  if (cls == H5T_FLOAT) return "float" + std::to_string(size * 8);
+  return "other";
+}
+
+}  // namespace
+
+void ShardedDataset::open_shard(Shard& shard, bool first) {
+  const std::string& path = shard.path;
+  if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read shard (" + std::strerror(errno) + ")");
+  shard.file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!shard.file) throw InputError(path + ": not a readable HDF5 file");
+  for (const auto* name : {&features_name_, &labels_name_}) {
+    if (H5Lexists(shard.file.get(), name->c_str(), H5P_DEFAULT) <= 0)
+      throw InputError(path + ": no dataset '" + *name + "' (set data." +
+                       (name == &features_name_ ? "features" : "labels") + ")");
+  }
+  shard.features = h5::Handle(H5Dopen2(shard.file.get(), features_name_.c_str(), H5P_DEFAULT), H5Dclose);
+  shard.labels = h5::Handle(H5Dopen2(shard.file.get(), labels_name_.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!shard.features || !shard.labels) throw InputError(path + ": cannot open datasets");
+
+  const auto fdims = dims_of(shard.features.get());
+  const auto ldims = dims_of(shard.labels.get());
+  const std::string ftype = type_name(shard.features.get()), ltype = type_name(shard.labels.get());
+  const std::string fwhere = path + ": dataset '" + features_name_ + "'";
+  const std::string lwhere = path + ": dataset '" + labels_name_ + "'";
+  if (fdims.size() != 2) throw InputError(fwhere + " must be 2-D (samples, features), has " + std::to_string(fdims.size()) + " dimension(s)");
+  if (ftype != "uint8" && ftype != "float32") throw InputError(fwhere + " has type " + ftype + ", expected uint8 or float32");
+  if (ldims.empty() || ldims.size() > 2 || ldims[0] != fdims[0])
+    throw InputError(lwhere + " must have one row per sample (" + std::to_string(fdims[0]) + ")");
+  const std::string want_label = kind_ == LabelKind::class_id ? "int32" : "float32";
+  if (ltype != want_label)
+    throw InputError(lwhere + " has type " + ltype + ", expected " + want_label + " for data.task = " +
+                     (kind_ == LabelKind::class_id ? "classification" : "regression"));
+  if (kind_ == LabelKind::class_id && ldims.size() != 1) throw InputError(lwhere + " must be 1-D for classification");
+
+  const bool u8 = ftype == "uint8";
+  const double scale = u8 ? h5::read_double_attribute(shard.features.get(), "scale", fwhere) : 1.0;
+  const std::size_t tdim = ldims.size() == 2 ? ldims[1] : 1;
+  int classes = 0;
+  if (h5::has_attribute(shard.labels.get(), "num_classes"))
+    classes = static_cast<int>(h5::read_int_attribute(shard.labels.get(), "num_classes", lwhere));
+  if (first) {
+    feature_dim_ = fdims[1];
+    stored_uint8_ = u8;
+    scale_ = scale;
+    target_dim_ = tdim;
+    declared_classes_ = classes;
+  } else {
+    const std::string& ref = shards_.front().path;
+    if (fdims[1] != feature_dim_)
+      throw InputError(fwhere + " has " + std::to_string(fdims[1]) + " features per sample but " + ref + " has " +
+                       std::to_string(feature_dim_));
+    if (u8 != stored_uint8_ || scale != scale_)
+      throw InputError(fwhere + " has type " + ftype + " (scale " + std::to_string(scale) + ") unlike " + ref);
+    if (tdim != target_dim_) throw InputError(lwhere + " has a different target width than " + ref);
+    if (classes != declared_classes_) throw InputError(lwhere + " declares num_classes " + std::to_string(classes) + " unlike " + ref);
+  }
+  shard.rows = static_cast<std::int64_t>(fdims[0]);
+}
+
+std::string ShardedDataset::describe() const {
+  return std::to_string(size_) + " samples in " + std::to_string(shards_.size()) + " shard(s), " +
+         std::to_string(feature_dim_) + " features (" + (stored_uint8_ ? "uint8" : "float32") + ")";
+}
+
+void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) {
+  const std::size_t n = indices.size();
+  out.features.resize(n, feature_dim_);
+  if (kind_ == LabelKind::class_id) out.class_ids.resize(n);
+  else out.targets.resize(n, target_dim_);
+
+  // Read every distinct row once, in file order, then scatter into batch order.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return indices[a] < indices[b]; });
+  std::vector<std::int64_t> unique_rows;
+  std::vector<std::size_t> slot_of(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t g = indices[order[k]];
+    if (g < 0 || g >= size_) throw RuntimeError("sample index " + std::to_string(g) + " outside the data set");
+    if (unique_rows.empty() || unique_rows.back() != g) unique_rows.push_back(g);
+    slot_of[order[k]] = unique_rows.size() - 1;
+  }
+  const std::size_t u = unique_rows.size();
+  const std::size_t elem = stored_uint8_ ? 1 : sizeof(float);
+  raw_.resize(u * feature_dim_ * elem);
+  if (kind_ == LabelKind::class_id) raw_ids_.resize(u);
+  else raw_targets_.resize(u * target_dim_);
+
+  std::size_t done = 0;
+  while (done < u) {
+    // All unique rows that fall into one shard.
+    const auto it = std::upper_bound(shards_.begin(), shards_.end(), unique_rows[done],
+                                     [](std::int64_t g, const Shard& s) { return g < s.first; });
+    Shard& shard = *(it - 1);
+    std::size_t end = done;
+    while (end < u && unique_rows[end] < shard.first + shard.rows) ++end;
+    const hsize_t count = end - done;
+
+    for (int which = 0; which < 2; ++which) {
+      const hid_t dataset = which == 0 ? shard.features.get() : shard.labels.get();
+      const hsize_t width = which == 0 ? feature_dim_ : target_dim_;
+      const bool two_d = which == 0 || (kind_ == LabelKind::target && dims_of(dataset).size() == 2);
+      h5::Handle file_space(H5Dget_space(dataset), H5Sclose);
+      H5Sselect_none(file_space.get());
+      // Consecutive rows form one hyperslab block: one selection per run.
+      for (std::size_t k = done; k < end;) {
+        std::size_t run_end = k + 1;
+        while (run_end < end && unique_rows[run_end] == unique_rows[run_end - 1] + 1) ++run_end;
+        const hsize_t start[2] = {static_cast<hsize_t>(unique_rows[k] - shard.first), 0};
+        const hsize_t block[2] = {run_end - k, width};
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start, nullptr, block, nullptr);
+        k = run_end;
+      }
+      const hsize_t mem_dims[2] = {count, width};
+      h5::Handle mem_space(H5Screate_simple(two_d ? 2 : 1, mem_dims, nullptr), H5Sclose);
+      void* target;
+      hid_t mem_type;
+      if (which == 0) {
+        target = raw_.data() + done * feature_dim_ * elem;
+        mem_type = stored_uint8_ ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+      } else if (kind_ == LabelKind::class_id) {
+        target = raw_ids_.data() + done;
+        mem_type = H5T_NATIVE_INT32;
+      } else {
+        target = raw_targets_.data() + done * target_dim_;
+        mem_type = H5T_NATIVE_FLOAT;
+      }
+      if (H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, target) < 0)
+        throw InputError(shard.path + ": cannot read dataset '" + (which == 0 ? features_name_ : labels_name_) +
+                         "' (file truncated or damaged?)");
+    }
+    if (kind_ == LabelKind::class_id && classes_ > 0) {
+      for (std::size_t k = done; k < end; ++k) {
+        const std::int32_t label = raw_ids_[k];
+        if (label < 0 || label >= classes_)
+          throw InputError(shard.path + ": row " + std::to_string(unique_rows[k] - shard.first) + ": label " +
+                           std::to_string(label) + " outside [0, " + std::to_string(classes_) + ")");
+      }
+    }
+    done = end;
+  }
+
+  const float scale = static_cast<float>(scale_);
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::size_t s = slot_of[p];
+    float* dst = out.features.row(p);
+    if (stored_uint8_) {
+      const unsigned char* src = raw_.data() + s * feature_dim_;
+      for (std::size_t j = 0; j < feature_dim_; ++j) dst[j] = static_cast<float>(src[j]) * scale;
+    } else {
+      const float* src = reinterpret_cast<const float*>(raw_.data()) + s * feature_dim_;
+      std::copy(src, src + feature_dim_, dst);
+    }
+    if (kind_ == LabelKind::class_id) {
+      out.class_ids[p] = raw_ids_[s];
+    } else {
+      std::copy(raw_targets_.begin() + s * target_dim_, raw_targets_.begin() + (s + 1) * target_dim_,
+                out.targets.row(p));
+    }
+  }
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,97 @@
+#include "mpiddp/data/hdf5_util.hpp"
+
+#include <mutex>
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp::h5 {
+
+void silence_errors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
+
+namespace {
+template <class T>
+T read_scalar(hid_t object, const char* name, hid_t type, const std::string& where) {
+  Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
+              H5Aclose);
+  T value{};
+  check<InputError>(H5Aread(attr.get(), type, &value), where + ": cannot read attribute '" + name + "'");
+  return value;
+}
+template <class T>
+void write_scalar(hid_t object, const char* name, hid_t type, T value) {
+  if (has_attribute(object, name)) H5Adelete(object, name);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(check_id<RuntimeError>(H5Acreate2(object, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                                     std::string("cannot create attribute ") + name),
+              H5Aclose);
+  check<RuntimeError>(H5Awrite(attr.get(), type, &value), std::string("cannot write attribute ") + name);
+}
+}  // namespace
+
+double read_double_attribute(hid_t object, const char* name, const std::string& where) {
+  return read_scalar<double>(object, name, H5T_NATIVE_DOUBLE, where);
+}
+std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where) {
+  return read_scalar<std::int64_t>(object, name, H5T_NATIVE_INT64, where);
+}
+void write_double_attribute(hid_t object, const char* name, double value) {
+  write_scalar(object, name, H5T_NATIVE_DOUBLE, value);
+}
+void write_int_attribute(hid_t object, const char* name, std::int64_t value) {
+  write_scalar(object, name, H5T_NATIVE_INT64, value);
+}
+
+std::vector<std::int64_t> read_int_array_attribute(hid_t object, const char* name, const std::string& where) {
+  Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
+              H5Aclose);
+  Handle space(H5Aget_space(attr.get()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  std::vector<std::int64_t> values(static_cast<std::size_t>(n > 0 ? n : 0));
+  if (!values.empty())
+    check<InputError>(H5Aread(attr.get(), H5T_NATIVE_INT64, values.data()),
+                      where + ": cannot read attribute '" + name + "'");
+  return values;
+}
+
+void write_int_array_attribute(hid_t object, const char* name, const std::vector<std::int64_t>& values) {
+  if (has_attribute(object, name)) H5Adelete(object, name);
+  const hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle attr(check_id<RuntimeError>(H5Acreate2(object, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                                     std::string("cannot create attribute ") + name),
+              H5Aclose);
+  check<RuntimeError>(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.data()),
+                      std::string("cannot write attribute ") + name);
+}
+
+void write_string_attribute(hid_t object, const char* name, const std::string& value) {
+  if (has_attribute(object, name)) H5Adelete(object, name);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), value.empty() ? 1 : value.size());
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(check_id<RuntimeError>(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                                     std::string("cannot create attribute ") + name),
+              H5Aclose);
+  const std::string padded = value.empty() ? std::string(1, '\0') : value;
+  check<RuntimeError>(H5Awrite(attr.get(), type.get(), padded.data()), std::string("cannot write attribute ") + name);
+}
+
+std::string read_string_attribute(hid_t object, const char* name, const std::string& where) {
+  Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
+              H5Aclose);
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  if (H5Tis_variable_str(type.get()) > 0) throw InputError(where + ": attribute '" + name + "' is a variable string");
+  const std::size_t size = H5Tget_size(type.get());
+  std::string value(size, '\0');
+  check<InputError>(H5Aread(attr.get(), type.get(), value.data()), where + ": cannot read attribute '" + name + "'");
+  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
+  return value;
+}
+
+}  // namespace mpiddp::h5

@@ -1,0 +1,67 @@
+#include "mpiddp/data/loader.hpp"
+
+#include <chrono>
+
+namespace mpiddp {
+
+BatchLoader::BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
+                         std::size_t prefetch)
+    : dataset_(dataset),
+      indices_(std::move(indices)),
+      batch_size_(batch_size),
+      prefetch_(prefetch),
+      batch_count_((indices_.size() + batch_size - 1) / batch_size) {
+  thread_ = std::thread([this] { run(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BatchLoader::run() {
+  try {
+    for (std::size_t b = 0; b < batch_count_; ++b) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [this] { return stop_ || ready_.size() < prefetch_; });
+        if (stop_) return;
+      }
+      const std::size_t begin = b * batch_size_;
+      const std::size_t end = std::min(indices_.size(), begin + batch_size_);
+      std::vector<std::int64_t> wanted(indices_.begin() + begin, indices_.begin() + end);
+      Batch batch;
+      dataset_.read(wanted, batch);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.push_back(std::move(batch));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+std::optional<Batch> BatchLoader::next() {
+  if (consumed_ == batch_count_) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !ready_.empty() || error_; });
+  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (ready_.empty()) std::rethrow_exception(error_);
+  Batch batch = std::move(ready_.front());
+  ready_.pop_front();
+  ++consumed_;
+  lock.unlock();
+  changed_.notify_all();
+  return batch;
+}
+
+}  // namespace mpiddp

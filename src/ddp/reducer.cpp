@@ -1,0 +1,87 @@
+#include "mpiddp/ddp/reducer.hpp"
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/tensor/cpu_ops.hpp"
+
+namespace mpiddp {
+
+GradientReducer::GradientReducer(ParameterStore& params, Communicator& comm, std::size_t first_bucket_bytes,
+                                 std::size_t bucket_bytes)
+    : params_(params), comm_(comm), bucket_of_(params.list().size()) {
+  const auto& list = params.list();
+  std::size_t cap = first_bucket_bytes;
+  Bucket current;
+  std::size_t bytes = 0;
+  // Reverse registration order = the flat buffer walked backwards, so a bucket
+  // is always one contiguous range ending where the previous one began.
+  for (std::size_t i = list.size(); i-- > 0;) {
+    if (current.parameters.empty()) current.end = list[i].offset + list[i].count;
+    current.parameters.push_back(i);
+    current.begin = list[i].offset;
+    bucket_of_[i] = buckets_.size();
+    bytes += list[i].count * sizeof(float);
+    if (bytes >= cap) {
+      buckets_.push_back(std::move(current));
+      current = Bucket();
+      bytes = 0;
+      cap = bucket_bytes;
+    }
+  }
+  if (!current.parameters.empty()) buckets_.push_back(std::move(current));
+}
+
+void GradientReducer::synchronize_parameters() {
+  // Compare every rank's parameter list with rank 0's before touching values.
+  std::string mine = params_.signature();
+  std::uint64_t length = mine.size();
+  comm_.broadcast(&length, sizeof(length), 0);
+  std::string root(length, '\0');
+  if (comm_.rank() == 0) root = mine;
+  comm_.broadcast(root.data(), root.size(), 0);
+  const std::int64_t mismatches = comm_.allreduce_max(root == mine ? 0 : 1);
+  if (mismatches != 0)
+    throw RuntimeError("model parameters differ across ranks (rank " + std::to_string(comm_.rank()) +
+                       (root == mine ? " matches rank 0" : " differs from rank 0") + ")");
+  comm_.broadcast(params_.values(), params_.total() * sizeof(float), 0);
+}
+
+void GradientReducer::prepare(bool sync, int micro_batches) {
+  sync_ = sync;
+  scale_ = 1.0f / static_cast<float>(comm_.size() * micro_batches);
+  for (auto& b : buckets_) b.ready = 0;
+  next_to_launch_ = 0;
+}
+
+void GradientReducer::mark_ready(const std::vector<std::size_t>& parameters) {
+  if (!sync_) return;
+  for (std::size_t p : parameters) ++buckets_[bucket_of_[p]].ready;
+  launch_ready_buckets();
+}
+
+void GradientReducer::launch_ready_buckets() {
+  while (next_to_launch_ < buckets_.size()) {
+    Bucket& b = buckets_[next_to_launch_];
+    if (b.ready < b.parameters.size()) return;
+    float* data = params_.grads() + b.begin;
+    const std::size_t count = b.end - b.begin;
+    // Pre-divide, then SUM: the result is the mean over ranks and micro-batches.
+    cpu::scale(data, count, scale_);
+    if (comm_.size() > 1) b.pending = comm_.start_allreduce_sum(data, count);
+    ++next_to_launch_;
+  }
+}
+
+void GradientReducer::finish() {
+  if (!sync_) return;
+  if (next_to_launch_ != buckets_.size())
+    throw RuntimeError("gradient reducer: backward finished with " +
+                       std::to_string(buckets_.size() - next_to_launch_) + " bucket(s) never ready");
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& b : buckets_) {
+    if (b.pending) b.pending->wait();
+    b.pending.reset();
+  }
+  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,37 @@
+#include "mpiddp/tensor/cpu_ops.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace mpiddp::cpu {
+
+void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) {
+  // Seed y with the bias so one GEMM with beta = 1 does the rest.
+  for (int r = 0; r < n; ++r) std::copy(b, b + out, y + static_cast<std::size_t>(r) * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+}
+
+void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
+                            bool accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
+              dw, in);
+  if (!accumulate) std::fill(db, db + out, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const float* g = dy + static_cast<std::size_t>(r) * out;
+    for (int c = 0; c < out; ++c) db[c] += g[c];
+  }
+}
+
+void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+void scale(float* data, std::size_t count, float factor) {
+  for (std::size_t i = 0; i < count; ++i) data[i] *= factor;
+}
+
+void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace mpiddp::cpu
