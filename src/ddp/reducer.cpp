@@ -66,8 +66,17 @@ void GradientReducer::launch_ready_buckets() {
     const std::size_t count = b.end - b.begin;
     // Pre-divide, then SUM: the result is the mean over ranks and micro-batches.
     cpu::scale(data, count, scale_);
-    if (comm_.size() > 1) b.pending = comm_.start_allreduce_sum(data, count);
     ++next_to_launch_;
+    if (comm_.size() == 1) continue;
+    if (next_to_launch_ == buckets_.size()) {
+      // Nothing is left to overlap with the last bucket: the blocking all-reduce
+      // is faster than the non-blocking one (about half the time in Open MPI).
+      const auto start = std::chrono::steady_clock::now();
+      comm_.allreduce_sum(data, count);
+      wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } else {
+      b.pending = comm_.start_allreduce_sum(data, count);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/common/simd.hpp"
 #include "mpiddp/tensor/cpu_ops.hpp"
 
 namespace mpiddp {
@@ -65,14 +66,10 @@ std::string Activation::kind() const {
 namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-}  // namespace
 
-void Activation::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
-  y.resize(x.rows(), x.cols());
-  const float* in = x.data();
-  float* out = y.data();
-  const std::size_t n = x.size();
-  switch (kind_) {
+MPIDDP_VECTOR_CLONES
+void activation_forward(ActivationKind kind, const float* __restrict in, float* __restrict out, std::size_t n) {
+  switch (kind) {
     case ActivationKind::relu:
       for (std::size_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
       break;
@@ -85,15 +82,10 @@ void Activation::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   }
 }
 
-void Activation::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
-  if (!dx) return;
-  dx->resize(x.rows(), x.cols());
-  const float* in = x.data();
-  const float* out = y.data();
-  const float* g = dy.data();
-  float* d = dx->data();
-  const std::size_t n = x.size();
-  switch (kind_) {
+MPIDDP_VECTOR_CLONES
+void activation_backward(ActivationKind kind, const float* __restrict in, const float* __restrict out,
+                         const float* __restrict g, float* __restrict d, std::size_t n) {
+  switch (kind) {
     case ActivationKind::relu:
       for (std::size_t i = 0; i < n; ++i) d[i] = in[i] > 0.0f ? g[i] : 0.0f;
       break;
@@ -108,6 +100,19 @@ void Activation::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Ma
       for (std::size_t i = 0; i < n; ++i) d[i] = g[i] * (1.0f - out[i] * out[i]);
       break;
   }
+}
+
+}  // namespace
+
+void Activation::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
+  y.resize(x.rows(), x.cols());
+  activation_forward(kind_, x.data(), y.data(), x.size());
+}
+
+void Activation::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
+  if (!dx) return;
+  dx->resize(x.rows(), x.cols());
+  activation_backward(kind_, x.data(), y.data(), dy.data(), dx->data(), x.size());
 }
 
 // ---- Dropout -----------------------------------------------------------------

@@ -3,22 +3,51 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mpiddp/common/simd.hpp"
+
 namespace mpiddp {
 
-void Sgd::step(float* params, const float* grads, std::size_t count, double lr) {
-  const float wd = static_cast<float>(weight_decay_), mu = static_cast<float>(momentum_), rate = static_cast<float>(lr);
-  const bool first = momentum_buffer_.empty();
-  if (mu != 0.0f && first) momentum_buffer_.assign(count, 0.0f);
-  float* buf = momentum_buffer_.data();
+// The update loops run once per step over every parameter (see simd.hpp).
+
+namespace {
+
+MPIDDP_VECTOR_CLONES
+void sgd_update(float* __restrict params, const float* __restrict grads, float* __restrict buf, std::size_t count,
+                float rate, float wd, float mu, bool first, bool nesterov) {
   for (std::size_t i = 0; i < count; ++i) {
     float g = grads[i] + wd * params[i];
-    if (mu != 0.0f) {
+    if (buf) {
       // PyTorch starts the buffer at the first gradient rather than at zero.
-      buf[i] = first ? g : mu * buf[i] + g;
-      g = nesterov_ ? g + mu * buf[i] : buf[i];
+      const float b = first ? g : mu * buf[i] + g;
+      buf[i] = b;
+      g = nesterov ? g + mu * b : b;
     }
     params[i] -= rate * g;
   }
+}
+
+MPIDDP_VECTOR_CLONES
+void adamw_update(float* __restrict params, const float* __restrict grads, float* __restrict m, float* __restrict v,
+                  std::size_t count, float decay, float b1, float b2, float step_size, float inv_sqrt_bias2,
+                  float eps) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const float g = grads[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) * inv_sqrt_bias2 + eps;
+    params[i] = params[i] * decay - step_size * mi / denom;
+  }
+}
+
+}  // namespace
+
+void Sgd::step(float* params, const float* grads, std::size_t count, double lr) {
+  const bool first = momentum_buffer_.empty();
+  if (momentum_ != 0.0 && first) momentum_buffer_.assign(count, 0.0f);
+  sgd_update(params, grads, momentum_ != 0.0 ? momentum_buffer_.data() : nullptr, count, static_cast<float>(lr),
+             static_cast<float>(weight_decay_), static_cast<float>(momentum_), first, nesterov_);
   ++steps_;
 }
 
@@ -30,17 +59,9 @@ void AdamW::step(float* params, const float* grads, std::size_t count, double lr
   ++steps_;
   const double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
-  const float step_size = static_cast<float>(lr / bias1);
-  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
-  const float decay = static_cast<float>(1.0 - lr * weight_decay_);
-  const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_), eps = static_cast<float>(eps_);
-  for (std::size_t i = 0; i < count; ++i) {
-    params[i] *= decay;
-    m_[i] = b1 * m_[i] + (1.0f - b1) * grads[i];
-    v_[i] = b2 * v_[i] + (1.0f - b2) * grads[i] * grads[i];
-    const float denom = std::sqrt(v_[i]) * inv_sqrt_bias2 + eps;
-    params[i] -= step_size * m_[i] / denom;
-  }
+  adamw_update(params, grads, m_.data(), v_.data(), count, static_cast<float>(1.0 - lr * weight_decay_),
+               static_cast<float>(beta1_), static_cast<float>(beta2_), static_cast<float>(lr / bias1),
+               static_cast<float>(1.0 / std::sqrt(bias2)), static_cast<float>(eps_));
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c) {

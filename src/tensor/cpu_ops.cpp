@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "mpiddp/common/simd.hpp"
+
 namespace mpiddp::cpu {
 
 void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) {
@@ -12,21 +14,29 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, in
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
 }
 
+namespace {
+MPIDDP_VECTOR_CLONES
+void add_column_sums(const float* __restrict dy, float* __restrict db, int n, int out) {
+  for (int r = 0; r < n; ++r) {
+    const float* g = dy + static_cast<std::size_t>(r) * out;
+    for (int c = 0; c < out; ++c) db[c] += g[c];
+  }
+}
+}  // namespace
+
 void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
                             bool accumulate) {
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
               dw, in);
   if (!accumulate) std::fill(db, db + out, 0.0f);
-  for (int r = 0; r < n; ++r) {
-    const float* g = dy + static_cast<std::size_t>(r) * out;
-    for (int c = 0; c < out; ++c) db[c] += g[c];
-  }
+  add_column_sums(dy, db, n, out);
 }
 
 void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
+MPIDDP_VECTOR_CLONES
 void scale(float* data, std::size_t count, float factor) {
   for (std::size_t i = 0; i < count; ++i) data[i] *= factor;
 }
