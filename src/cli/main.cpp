@@ -17,6 +17,7 @@ const char* kUsage =
     "  train CONFIG.ini [--section.key value ...]   data-parallel training (launch with mpirun/srun)\n"
     "  shard --format idx|csv ... --out DIR           convert a data set into HDF5 shards\n"
     "  inspect sampler --size N --world W --rank R    print a rank's DistributedSampler indices\n"
+    "  bench gemm [--batch B --hidden W,...]          speed limit of the MLP's matrix products\n"
     "  version                                        print the version\n"
     "\n"
     "`mpiddp COMMAND --help` describes a command's arguments.\n";
@@ -39,8 +40,9 @@ int main(int argc, char** argv) {
     std::printf("mpiddp %s\n", MPIDDP_VERSION);
     return kExitOk;
   }
-  if (command == "shard" || command == "inspect") {
+  if (command == "shard" || command == "inspect" || command == "bench") {
     try {
+      if (command == "bench") return command_bench(args);
       return command == "shard" ? command_shard(args) : command_inspect(args);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mpiddp %s: error: %s\n", command.c_str(), e.what());

@@ -1,6 +1,8 @@
 #include "mpiddp/data/dataset.hpp"
 
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +13,22 @@
 #include "mpiddp/common/error.hpp"
 
 namespace mpiddp {
+
+Shard::Shard(Shard&& other) noexcept
+    : path(std::move(other.path)),
+      first(other.first),
+      rows(other.rows),
+      file(std::move(other.file)),
+      features(std::move(other.features)),
+      labels(std::move(other.labels)),
+      mapping(other.mapping) {
+  other.mapping = Mapping();
+}
+
+Shard::~Shard() {
+  if (mapping.base) ::munmap(const_cast<unsigned char*>(mapping.base), mapping.length);
+  if (mapping.fd >= 0) ::close(mapping.fd);
+}
 
 std::vector<std::string> list_shards(const std::string& spec) {
   struct stat info {};
@@ -127,11 +145,103 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
     if (classes != declared_classes_) throw InputError(lwhere + " declares num_classes " + std::to_string(classes) + " unlike " + ref);
   }
   shard.rows = static_cast<std::int64_t>(fdims[0]);
+  map_shard(shard);
+}
+
+namespace {
+// Byte offset of a dataset's data in its file, if it can be read directly:
+// contiguous layout, no filters, storage allocated, little-endian native type.
+bool direct_offset(hid_t dataset, hid_t native_type, std::size_t& offset) {
+  h5::Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) != 0 ||
+      H5Pget_external_count(plist.get()) != 0)
+    return false;
+  h5::Handle type(H5Dget_type(dataset), H5Tclose);
+  if (H5Tequal(type.get(), native_type) <= 0) return false;
+  const haddr_t address = H5Dget_offset(dataset);
+  if (address == HADDR_UNDEF) return false;
+  offset = static_cast<std::size_t>(address);
+  return true;
+}
+}  // namespace
+
+void ShardedDataset::map_shard(Shard& shard) {
+  const hid_t label_type = kind_ == LabelKind::class_id ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
+  Shard::Mapping m;
+  if (shard.rows == 0 ||
+      !direct_offset(shard.features.get(), stored_uint8_ ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, m.features_offset) ||
+      !direct_offset(shard.labels.get(), label_type, m.labels_offset)) {
+    all_mapped_ = false;
+    return;
+  }
+  m.fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat info {};
+  if (m.fd < 0 || ::fstat(m.fd, &info) != 0) throw InputError(shard.path + ": cannot open (" + std::strerror(errno) + ")");
+  m.length = static_cast<std::size_t>(info.st_size);
+  const std::size_t elem = stored_uint8_ ? 1 : sizeof(float);
+  const std::size_t rows = static_cast<std::size_t>(shard.rows);
+  if (m.features_offset + rows * feature_dim_ * elem > m.length || m.labels_offset + rows * target_dim_ * 4 > m.length)
+    throw InputError(shard.path + ": file is shorter than its datasets (truncated?)");
+  void* base = ::mmap(nullptr, m.length, PROT_READ, MAP_SHARED, m.fd, 0);
+  if (base == MAP_FAILED) {
+    ::close(m.fd);
+    all_mapped_ = false;
+    return;
+  }
+  m.base = static_cast<const unsigned char*>(base);
+  shard.mapping = m;
+}
+
+void ShardedDataset::check_not_truncated(const Shard& shard) const {
+  // Touching a mapping past the end of a file that shrank would be SIGBUS:
+  // check the size first and fail with a message instead.
+  struct stat info {};
+  if (::fstat(shard.mapping.fd, &info) != 0 || static_cast<std::size_t>(info.st_size) < shard.mapping.length)
+    throw InputError(shard.path + ": shard was truncated or replaced while training");
+}
+
+void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch& out) {
+  const std::size_t n = indices.size();
+  const float scale = static_cast<float>(scale_);
+  const Shard* last_checked = nullptr;
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::int64_t g = indices[p];
+    if (g < 0 || g >= size_) throw RuntimeError("sample index " + std::to_string(g) + " outside the data set");
+    const auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
+                                     [](std::int64_t v, const Shard& s) { return v < s.first; });
+    const Shard& shard = *(it - 1);
+    if (&shard != last_checked) {
+      check_not_truncated(shard);
+      last_checked = &shard;
+    }
+    const auto row = static_cast<std::size_t>(g - shard.first);
+    const unsigned char* base = shard.mapping.base;
+    float* dst = out.features.row(p);
+    if (stored_uint8_) {
+      const unsigned char* src = base + shard.mapping.features_offset + row * feature_dim_;
+      for (std::size_t j = 0; j < feature_dim_; ++j) dst[j] = static_cast<float>(src[j]) * scale;
+    } else {
+      std::memcpy(dst, base + shard.mapping.features_offset + row * feature_dim_ * sizeof(float),
+                  feature_dim_ * sizeof(float));
+    }
+    if (kind_ == LabelKind::class_id) {
+      std::int32_t label;
+      std::memcpy(&label, base + shard.mapping.labels_offset + row * sizeof(std::int32_t), sizeof(label));
+      if (classes_ > 0 && (label < 0 || label >= classes_))
+        throw InputError(shard.path + ": row " + std::to_string(row) + ": label " + std::to_string(label) +
+                         " outside [0, " + std::to_string(classes_) + ")");
+      out.class_ids[p] = label;
+    } else {
+      std::memcpy(out.targets.row(p), base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float),
+                  target_dim_ * sizeof(float));
+    }
+  }
 }
 
 std::string ShardedDataset::describe() const {
   return std::to_string(size_) + " samples in " + std::to_string(shards_.size()) + " shard(s), " +
-         std::to_string(feature_dim_) + " features (" + (stored_uint8_ ? "uint8" : "float32") + ")";
+         std::to_string(feature_dim_) + " features (" + (stored_uint8_ ? "uint8" : "float32") + "), " +
+         (all_mapped_ ? "memory-mapped reads" : "HDF5 hyperslab reads");
 }
 
 void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) {
@@ -139,6 +249,10 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
   out.features.resize(n, feature_dim_);
   if (kind_ == LabelKind::class_id) out.class_ids.resize(n);
   else out.targets.resize(n, target_dim_);
+  if (all_mapped_) {
+    read_mapped(indices, out);
+    return;
+  }
 
   // Read every distinct row once, in file order, then scatter into batch order.
   std::vector<std::size_t> order(n);

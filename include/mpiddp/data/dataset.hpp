@@ -20,6 +20,19 @@ struct Shard {
   std::int64_t first = 0;  // global index of row 0
   std::int64_t rows = 0;
   h5::Handle file, features, labels;
+  // Fast path: contiguous, uncompressed, little-endian datasets are read straight
+  // from a read-only mapping of the file at the datasets' offsets (no per-row
+  // system calls); anything else goes through HDF5 hyperslab reads.
+  struct Mapping {
+    int fd = -1;
+    const unsigned char* base = nullptr;
+    std::size_t length = 0;
+    std::size_t features_offset = 0, labels_offset = 0;
+  } mapping;
+  Shard() = default;
+  Shard(Shard&& other) noexcept;
+  Shard& operator=(Shard&&) = delete;
+  ~Shard();
 };
 
 // One batch in the order the sampler asked for.
@@ -52,6 +65,10 @@ class ShardedDataset {
 
  private:
   void open_shard(Shard& shard, bool first);
+  void map_shard(Shard& shard);
+  void read_mapped(const std::vector<std::int64_t>& indices, Batch& out);
+  void check_not_truncated(const Shard& shard) const;
+  bool all_mapped_ = true;
   std::vector<Shard> shards_;
   std::string features_name_, labels_name_;
   LabelKind kind_;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Training throughput of the Fashion-MNIST MLP (784-256-128-10), 1 BLAS thread
+# per rank, at world 1 and 2, next to PyTorch DDP (gloo) on the same model,
+# batch and samples, and next to the speed limit of the GEMMs alone.
+# usage: scripts/bench.sh [DATA_DIR] [BATCH_PER_RANK] [EPOCHS]
+#   DATA_DIR defaults to data/fmnist (created with prepare-fmnist.sh if absent).
+# Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+data=${1:-$root/data/fmnist}
+batch=${2:-64}
+epochs=${3:-3}
+mpiddp=${MPIDDP:-$root/build/mpiddp}
+mpiexec=${MPIEXEC:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+[ -d "$data/train" ] || "$here/prepare-fmnist.sh" "$data" "$mpiddp" >/dev/null
+work=$(mktemp -d /tmp/mpiddp-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+pct() { /usr/bin/python3 -c "import sys; print(f'{100*float(sys.argv[1]):.1f}%')" "$1"; }
+
+# GEMM-only limit: one single-threaded GEMM loop per core, all cores at once.
+cores=$(nproc)
+limit=0
+for i in $(seq "$cores"); do "$mpiddp" bench gemm --batch "$batch" --seconds 2 > "$work/gemm$i" & done
+wait
+for i in $(seq "$cores"); do
+  limit=$(/usr/bin/python3 -c "print(int($limit + float(open('$work/gemm$i').read().split()[7])))")
+done
+
+declare -A ours torch_rate
+printf "| world | batch/rank | mpiddp samples/s | data wait | compute | all-reduce | PyTorch DDP gloo | speed-up |\n"
+printf "|---|---|---|---|---|---|---|---|\n"
+for world in 1 2; do
+  "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_mlp.ini" --data.train "$data/train" --train.eval false \
+    --train.epochs "$epochs" --train.batch_size "$batch" --train.threads 1 --checkpoint.every_epochs 0 \
+    --run.dir "$work/run$world" > "$work/log$world" 2>&1
+  s=$work/run$world/summary.json
+  ours[$world]=$(field "$s" train_samples_per_s)
+  torch_rate[$world]="n/a"
+  if [ "${BENCH_TORCH:-1}" != 0 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    torch_rate[$world]=$(/usr/bin/python3 "$here/bench_torch_ddp.py" --data "$data/train" --world $world \
+      --batch "$batch" --epochs 1 2>/dev/null | awk '{print $NF}')
+  fi
+  speedup=$( [ "${torch_rate[$world]}" = "n/a" ] && echo "n/a" || \
+    /usr/bin/python3 -c "print(f'{${ours[$world]}/${torch_rate[$world]}:.2f}x')")
+  printf "| %d | %d | %.0f | %s | %s | %s | %s | %s |\n" $world "$batch" "${ours[$world]}" \
+    "$(pct "$(field "$s" data_wait_share)")" "$(pct "$(field "$s" compute_share)")" \
+    "$(pct "$(field "$s" allreduce_share)")" "${torch_rate[$world]}" "$speedup"
+done
+echo
+echo "GEMM-only limit on $cores core(s): $limit samples/s; mpiddp at world 2 reaches" \
+  "$(/usr/bin/python3 -c "print(f'{100*${ours[2]}/$limit:.0f}%')") of it;" \
+  "world 2 / world 1 = $(/usr/bin/python3 -c "print(f'{${ours[2]}/${ours[1]}:.2f}')")"

@@ -1,0 +1,88 @@
+// `mpiddp bench gemm`: the speed limit set by the MLP's matrix products alone
+// (forward, weight gradients and input gradients, as a training step runs
+// them), on one core. scripts/bench.sh compares the trainer against it.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "mpiddp/cli/commands.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/tensor/cpu_ops.hpp"
+#include "mpiddp/tensor/matrix.hpp"
+
+namespace po = boost::program_options;
+
+namespace mpiddp {
+
+int command_bench(const std::vector<std::string>& args) {
+  std::string hidden = "256,128";
+  int inputs = 784, outputs = 10, batch = 64, threads = 1;
+  double seconds = 2.0;
+  po::options_description options("mpiddp bench gemm");
+  options.add_options()("help,h", "show this help")
+      ("hidden", po::value(&hidden)->default_value(hidden), "hidden widths")
+      ("inputs", po::value(&inputs)->default_value(inputs), "input features")
+      ("outputs", po::value(&outputs)->default_value(outputs), "outputs")
+      ("batch", po::value(&batch)->default_value(batch), "samples per step")
+      ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
+      ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
+  if (args.empty() || args[0] != "gemm") throw InputError("usage: mpiddp bench gemm [options] (see --help)");
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(options).run(), values);
+    if (values.count("help")) {
+      std::cout << options;
+      return kExitOk;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw InputError(e.what());
+  }
+  std::vector<int> widths = {inputs};  // the input-file parser checks the width list
+  for (int w : load_config("", {"--data.train", "x", "--model.hidden", hidden}).model.hidden_sizes) widths.push_back(w);
+  widths.push_back(outputs);
+  cpu::set_blas_threads(threads);
+
+  const std::size_t layers = widths.size() - 1;
+  std::vector<Matrix> w(layers), dw(layers), act(layers + 1), grad(layers + 1);
+  std::vector<std::vector<float>> b(layers), db(layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    w[l] = Matrix(widths[l + 1], widths[l]);
+    dw[l] = Matrix(widths[l + 1], widths[l]);
+    b[l].assign(widths[l + 1], 0.0f);
+    db[l].assign(widths[l + 1], 0.0f);
+  }
+  for (std::size_t l = 0; l <= layers; ++l) {
+    act[l] = Matrix(batch, widths[l]);
+    grad[l] = Matrix(batch, widths[l]);
+  }
+  double flops_per_step = 0.0;
+  for (std::size_t l = 0; l < layers; ++l)
+    flops_per_step += 2.0 * batch * widths[l] * widths[l + 1] * (l == 0 ? 2 : 3);  // no input gradient for layer 0
+
+  auto step = [&] {
+    for (std::size_t l = 0; l < layers; ++l)
+      cpu::linear_forward(act[l].data(), w[l].data(), b[l].data(), act[l + 1].data(), batch, widths[l], widths[l + 1]);
+    for (std::size_t l = layers; l-- > 0;) {
+      cpu::linear_backward_params(act[l].data(), grad[l + 1].data(), dw[l].data(), db[l].data(), batch, widths[l],
+                                  widths[l + 1], false);
+      if (l > 0) cpu::linear_backward_input(grad[l + 1].data(), w[l].data(), grad[l].data(), batch, widths[l], widths[l + 1]);
+    }
+  };
+  for (int i = 0; i < 20; ++i) step();
+  const auto start = std::chrono::steady_clock::now();
+  long steps = 0;
+  double elapsed = 0.0;
+  while (elapsed < seconds) {
+    for (int i = 0; i < 20; ++i) step();
+    steps += 20;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::printf("gemm-only MLP %s batch %d threads %d: %.0f samples/s, %.1f GFLOP/s\n", hidden.c_str(), batch, threads,
+              static_cast<double>(steps) * batch / elapsed, flops_per_step * steps / elapsed / 1e9);
+  return kExitOk;
+}
+
+}  // namespace mpiddp
