@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every Debian package mpiddp needs to build, run and test (as root).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+# Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, Catch2, the
+# Fashion-MNIST package, and the Python modules the tests use for cross-checks.
+packages=(
+  g++ make cmake pkg-config
+  openmpi-bin libopenmpi-dev
+  libhdf5-dev hdf5-tools
+  libboost-program-options-dev
+  libopenblas-dev zlib1g-dev
+  catch2
+  dataset-fashion-mnist
+  python3-h5py python3-numpy python3-torch
+)
+apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
+  apt_get update -qq
+  apt_get install -y --no-install-recommends "${packages[@]}"
+fi
