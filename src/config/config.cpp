@@ -84,6 +84,7 @@ void describe(Schema& s, Config& c) {
   s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks");
   s.add("train.device", &c.train.device, "cpu");
   s.add("train.max_steps", &c.train.max_steps, "stop after this many optimizer steps, 0 = none");
+  s.add("train.nonfinite", &c.train.nonfinite, "NaN/Inf loss or gradient: stop | skip");
   s.add("optim.name", &c.optim.name, "sgd | adamw");
   s.add("optim.lr", &c.optim.lr, "peak learning rate");
   s.add("optim.momentum", &c.optim.momentum, "SGD momentum");
@@ -100,8 +101,16 @@ void describe(Schema& s, Config& c) {
   s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)");
   s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)");
   s.add("dist.backend", &c.dist.backend, "mpi");
+  s.add("dist.timeout_s", &c.dist.timeout_s, "collective timeout in seconds, 0 = none");
   s.add("run.dir", &c.run.dir, "output directory");
-  s.add("checkpoint.every_epochs", &c.checkpoint.every_epochs, "checkpoint every N epochs, 0 = never");
+  s.add("checkpoint.every_epochs", &c.checkpoint.every_epochs, "checkpoint every N epochs, 0 = not by epochs");
+  s.add("checkpoint.every_steps", &c.checkpoint.every_steps, "checkpoint every N steps, 0 = not by steps");
+  s.add("checkpoint.every_minutes", &c.checkpoint.every_minutes, "checkpoint every N minutes, 0 = not by time");
+  s.add("checkpoint.keep", &c.checkpoint.keep, "newest checkpoints kept, 0 = all");
+  s.add("checkpoint.keep_every_epochs", &c.checkpoint.keep_every_epochs, "also keep every N-th epoch's, 0 = none");
+  s.add("debug.fail_rank", &c.debug.fail_rank, "test hook: rank that fails");
+  s.add("debug.fail_step", &c.debug.fail_step, "test hook: global step at which it fails");
+  s.add("debug.fail_mode", &c.debug.fail_mode, "test hook: none | throw | exit | hang | nan | signal");
 }
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& why) {
@@ -175,6 +184,13 @@ void validate(Config& c, const std::string& where) {
   require_one_of(where, "dist.backend", c.dist.backend, {"mpi"});
   if (c.run.dir.empty()) bad(where, "run.dir", "must not be empty");
   require_at_least(where, "checkpoint.every_epochs", c.checkpoint.every_epochs, 0);
+  require_at_least<std::int64_t>(where, "checkpoint.every_steps", c.checkpoint.every_steps, 0);
+  require_at_least(where, "checkpoint.every_minutes", c.checkpoint.every_minutes, 0.0);
+  require_at_least(where, "checkpoint.keep", c.checkpoint.keep, 0);
+  require_at_least(where, "checkpoint.keep_every_epochs", c.checkpoint.keep_every_epochs, 0);
+  require_at_least(where, "dist.timeout_s", c.dist.timeout_s, 0.0);
+  require_one_of(where, "train.nonfinite", c.train.nonfinite, {"stop", "skip"});
+  require_one_of(where, "debug.fail_mode", c.debug.fail_mode, {"none", "throw", "exit", "hang", "nan", "signal"});
   if (c.data.train.empty()) bad(where, "data.train", "is required (shard directory, glob or file)");
 }
 

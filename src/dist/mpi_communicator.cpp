@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 
 namespace mpiddp {
 
@@ -28,6 +29,7 @@ class MpiPendingReduction final : public PendingReduction {
   std::vector<MPI_Request> requests;
   void wait() override {
     if (requests.empty()) return;
+    Watchdog::Scope watch("MPI_Waitall(gradient all-reduce)");
     check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
               "MPI_Waitall(all-reduce)");
     requests.clear();
@@ -42,6 +44,7 @@ template <class T>
 void allreduce_in_slices(MPI_Comm comm, T* data, std::size_t count, MPI_Datatype type, MPI_Op op, const char* name) {
   for (std::size_t done = 0; done < count; done += kMaxSlice) {
     const int n = static_cast<int>(std::min(kMaxSlice, count - done));
+    Watchdog::Scope watch(name);
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + done, n, type, op, comm), name);
   }
 }
@@ -82,12 +85,16 @@ std::unique_ptr<PendingReduction> MpiCommunicator::start_allreduce_sum(float* da
 }
 
 std::int64_t MpiCommunicator::allreduce_max(std::int64_t value) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce(max)");
+  allreduce_max(&value, 1);
   return value;
 }
 
+void MpiCommunicator::allreduce_max(std::int64_t* values, std::size_t count) {
+  allreduce_in_slices(comm_, values, count, MPI_INT64_T, MPI_MAX, "MPI_Allreduce(step agreement)");
+}
+
 std::int64_t MpiCommunicator::allreduce_min(std::int64_t value) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce(min)");
+  allreduce_in_slices(comm_, &value, 1, MPI_INT64_T, MPI_MIN, "MPI_Allreduce(min)");
   return value;
 }
 
@@ -95,16 +102,21 @@ void MpiCommunicator::broadcast(void* data, std::size_t bytes, int root) {
   auto* p = static_cast<char*>(data);
   for (std::size_t done = 0; done < bytes; done += kMaxSlice) {
     const int n = static_cast<int>(std::min(kMaxSlice, bytes - done));
+    Watchdog::Scope watch("MPI_Bcast");
     check_mpi(MPI_Bcast(p + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
   }
 }
 
 void MpiCommunicator::allgather(const void* send, std::size_t bytes, void* recv) {
   if (bytes > kMaxSlice) throw RuntimeError("allgather: block too large");
+  Watchdog::Scope watch("MPI_Allgather");
   check_mpi(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm_),
             "MPI_Allgather");
 }
 
-void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  Watchdog::Scope watch("MPI_Barrier");
+  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 }  // namespace mpiddp

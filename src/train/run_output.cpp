@@ -1,9 +1,12 @@
 #include "mpiddp/train/run_output.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "mpiddp/common/error.hpp"
 
@@ -20,12 +23,32 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }
 }  // namespace
 
-RunOutput::RunOutput(const std::string& dir, const std::string& config_ini) : dir_(dir) {
+namespace {
+std::int64_t number_after(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::atoll(line.c_str() + at + key.size() + 3);
+}
+}  // namespace
+
+RunOutput::RunOutput(const std::string& dir, const std::string& config_ini, std::int64_t resumed_step,
+                     std::int64_t completed_epochs)
+    : dir_(dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("run.dir " + dir + ": cannot create (" + ec.message() + ")");
   write_file_atomically(dir + "/config.ini", config_ini);
-  metrics_ = std::fopen((dir + "/metrics.jsonl").c_str(), "w");
+  const std::string path = dir + "/metrics.jsonl";
+  std::string kept;
+  if (resumed_step >= 0) {
+    std::ifstream old(path);
+    for (std::string line; std::getline(old, line);) {
+      const bool eval = line.find("\"type\":\"eval\"") != std::string::npos;
+      if (eval ? number_after(line, "epoch") <= completed_epochs : number_after(line, "global_step") <= resumed_step)
+        kept += line + "\n";
+    }
+  }
+  write_file_atomically(path, kept);
+  metrics_ = std::fopen(path.c_str(), "a");
   if (!metrics_) throw InputError("run.dir " + dir + ": cannot write metrics.jsonl (" + std::strerror(errno) + ")");
 }
 

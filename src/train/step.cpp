@@ -1,5 +1,10 @@
 #include "mpiddp/train/step.hpp"
 
+#include <bit>
+#include <cstdint>
+
+#include "mpiddp/common/simd.hpp"
+
 namespace mpiddp {
 
 namespace {
@@ -9,7 +14,7 @@ LossResult apply_loss(const Matrix& output, const Batch& batch, bool classificat
 }
 }  // namespace
 
-LossResult train_step(Sequential& model, GradientReducer& reducer, Optimizer& optimizer, const StepInputs& in) {
+LossResult forward_backward(Sequential& model, GradientReducer& reducer, const StepInputs& in) {
   auto& micro = *in.micro_batches;
   const int count = static_cast<int>(micro.size());
   LossResult total;
@@ -27,9 +32,20 @@ LossResult train_step(Sequential& model, GradientReducer& reducer, Optimizer& op
     ++ctx.counter;
   }
   reducer.finish();
-  ParameterStore& params = model.parameters();
-  optimizer.step(params.values(), params.grads(), params.total(), in.lr);
   return total;
+}
+
+MPIDDP_VECTOR_CLONES
+bool gradients_finite(const ParameterStore& params) {
+  const float* g = params.grads();
+  // NaN and Inf are the floats whose exponent bits are all ones; an integer OR
+  // reduction vectorises (a float one would not, without fast-math).
+  std::uint32_t all_ones = 0;
+  for (std::size_t i = 0; i < params.total(); ++i) {
+    const std::uint32_t exponent = std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u;
+    all_ones |= exponent == 0x7f800000u;
+  }
+  return all_ones == 0;
 }
 
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification) {

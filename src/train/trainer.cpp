@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <csignal>
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
@@ -16,7 +19,10 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/ddp/reducer.hpp"
 #include "mpiddp/tensor/cpu_ops.hpp"
+#include "mpiddp/dist/watchdog.hpp"
+#include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_output.hpp"
+#include "mpiddp/train/signals.hpp"
 #include "mpiddp/train/step.hpp"
 
 namespace mpiddp {
@@ -88,20 +94,40 @@ Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm,
   return e;
 }
 
+// debug.fail_*: makes one rank fail at one step in the requested way (tests).
+void inject_failure(const DebugConfig& debug, int rank, std::int64_t step, std::vector<Batch>& micro) {
+  if (debug.fail_mode == "none" || rank != debug.fail_rank || step != debug.fail_step) return;
+  const std::string where = "debug.fail_mode = " + debug.fail_mode + " at step " + std::to_string(step);
+  if (debug.fail_mode == "throw") throw RuntimeError(where);
+  if (debug.fail_mode == "nan") {
+    micro.front().features.data()[0] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  if (debug.fail_mode == "signal") {
+    std::raise(SIGUSR1);
+    return;
+  }
+  std::fprintf(stderr, "mpiddp: debug: rank %d: %s\n", rank, where.c_str());
+  std::fflush(stderr);
+  if (debug.fail_mode == "exit") std::_Exit(kExitRuntimeError);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang
+}
+
 }  // namespace
 
-TrainSummary run_training(const Config& config, ProcessGroup& group) {
+TrainSummary run_training(const Config& config, ProcessGroup& group, const std::string& resume) {
   const auto run_start = Clock::now();
   Communicator& comm = group.world();
   const bool root = comm.rank() == 0;
   const bool classification = config.data.task == "classification";
   const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
+  install_stop_signal_handlers();
+  Watchdog::instance().start(config.dist.timeout_s, comm.rank());
 
   // ---- set-up: any rank's failure ends every rank with that rank's message ----
   const int threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(threads);
   std::optional<ShardedDataset> train_data, test_data;
-  std::unique_ptr<RunOutput> output;
   std::size_t outputs = 0;
   agree_or_fail(comm, [&] {
     train_data.emplace(config.data.train, config.data.features, config.data.labels, label_kind);
@@ -125,7 +151,6 @@ TrainSummary run_training(const Config& config, ProcessGroup& group) {
     if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)
       throw InputError(config.data.train + ": " + std::to_string(train_data->size()) + " samples cannot feed " +
                        std::to_string(comm.size()) + " ranks with data.drop_last");
-    if (root) output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini);
   });
 
   auto model = build_mlp(config.model, train_data->feature_dim(), outputs, config.train.seed);
@@ -134,6 +159,25 @@ TrainSummary run_training(const Config& config, ProcessGroup& group) {
                           static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0));
   agree_or_fail(comm, [&] { reducer.synchronize_parameters(); });
   auto optimizer = make_optimizer(config.optim);
+  CheckpointDirectory checkpoints(config.run.dir + "/checkpoints", config.checkpoint.keep,
+                                  config.checkpoint.keep_every_epochs);
+  TrainingState state;
+  state.world_size = comm.size();
+  state.seed = config.train.seed;
+  state.config_ini = config.resolved_ini;
+  const auto resumed = resume_training(resume, checkpoints, params, *optimizer, comm);
+  if (resumed) {
+    state.epoch = resumed->epoch;
+    state.step_in_epoch = resumed->step_in_epoch;
+    state.global_step = resumed->global_step;
+    state.micro_batches = resumed->micro_batches;
+  }
+  std::unique_ptr<RunOutput> output;
+  agree_or_fail(comm, [&] {
+    if (root)
+      output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
+                                           state.epoch);
+  });
   print_banner(config, group, *train_data, test_data ? &*test_data : nullptr, *model, threads);
 
   const std::int64_t per_rank = samples_per_rank(train_data->size(), comm.size(), config.data.drop_last);
@@ -149,140 +193,193 @@ TrainSummary run_training(const Config& config, ProcessGroup& group) {
                 static_cast<long long>(steps_per_epoch), static_cast<long long>(global_batch),
                 config.train.batch_size, config.train.accumulate, comm.size());
 
+  // ---- checkpoints: rank 0 writes, every rank learns whether it worked ----
+  const bool checkpointing = config.checkpoint.every_epochs > 0 || config.checkpoint.every_steps > 0 ||
+                             config.checkpoint.every_minutes > 0.0;
+  auto last_checkpoint_time = Clock::now();
+  std::int64_t last_checkpoint_step = resumed ? state.global_step : -1;
+  auto save_checkpoint = [&](bool epoch_boundary) {
+    agree_or_fail(comm, [&] {
+      if (!root) return;
+      const auto start = Clock::now();
+      const std::string path = checkpoints.save(params, *optimizer, state, epoch_boundary);
+      std::printf("checkpoint %s (step %lld, %.2f s)\n", path.c_str(), static_cast<long long>(state.global_step),
+                  seconds_since(start));
+      std::fflush(stdout);
+    });
+    last_checkpoint_time = Clock::now();
+    last_checkpoint_step = state.global_step;
+  };
+
   // ---- training ----
   TrainSummary summary;
   summary.world_size = comm.size();
   summary.global_batch = global_batch;
-  double train_s = 0.0, data_wait_s = 0.0;
-  std::int64_t global_step = 0;
-  std::uint64_t micro_counter = 0;
-  double local_samples = 0.0;
+  double train_s = 0.0, data_wait_s = 0.0, local_samples = 0.0;
+  std::int64_t skipped_steps = 0;
   Evaluation last_eval;
   bool evaluated = false;
 
-  for (int epoch = 0; epoch < config.train.epochs && global_step < total_steps; ++epoch) {
+  for (; state.epoch < config.train.epochs && state.global_step < total_steps && !summary.preempted;
+       ++state.epoch, state.step_in_epoch = 0) {
     const auto epoch_start = Clock::now();
     SamplerOptions sampling;
     sampling.size = train_data->size();
     sampling.world = comm.size();
     sampling.rank = comm.rank();
     sampling.seed = config.train.seed;
-    sampling.epoch = static_cast<std::uint64_t>(epoch);
+    sampling.epoch = static_cast<std::uint64_t>(state.epoch);
     sampling.shuffle = config.data.shuffle;
     sampling.drop_last = config.data.drop_last;
-    BatchLoader loader(*train_data, distributed_sampler_indices(sampling),
-                       static_cast<std::size_t>(config.train.batch_size), static_cast<std::size_t>(config.data.prefetch));
+    std::vector<std::int64_t> order = distributed_sampler_indices(sampling);
+    // Resuming mid-epoch: skip what the finished steps consumed.
+    const std::size_t consumed = std::min(
+        order.size(), static_cast<std::size_t>(state.step_in_epoch * config.train.accumulate * config.train.batch_size));
+    order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(consumed));
+    BatchLoader loader(*train_data, std::move(order), static_cast<std::size_t>(config.train.batch_size),
+                       static_cast<std::size_t>(config.data.prefetch));
 
     double window_loss = 0.0, window_count = 0.0;
     auto window_start = Clock::now();
-    std::int64_t window_steps = 0;
+    const std::int64_t first_step = state.step_in_epoch;
     std::vector<Batch> micro;
-    for (std::int64_t step = 0; step < steps_per_epoch && global_step < total_steps; ++step) {
-      // A read error on one rank (bad label, damaged shard) ends all ranks here,
-      // at a step boundary, instead of leaving the others in the all-reduce.
+    for (; state.step_in_epoch < steps_per_epoch && state.global_step < total_steps; ++state.step_in_epoch) {
+      const std::int64_t step = state.global_step;
+      Watchdog::instance().set_step(step);
+      // One small all-reduce per step: a read error on any rank (bad label,
+      // damaged shard), a stop signal on any rank, and rank 0's clock-based
+      // checkpoint decision reach every rank together.
+      const bool checkpoint_due = root && config.checkpoint.every_minutes > 0.0 &&
+                                  seconds_since(last_checkpoint_time) >= 60.0 * config.checkpoint.every_minutes;
       micro.clear();
-      agree_or_fail(comm, [&] {
-        for (int m = 0; m < config.train.accumulate; ++m) {
-          auto batch = loader.next();
-          if (!batch) break;
-          micro.push_back(std::move(*batch));
-        }
-      });
+      const auto flags = agree_step(
+          comm,
+          [&] {
+            for (int m = 0; m < config.train.accumulate; ++m) {
+              auto batch = loader.next();
+              if (!batch) break;
+              micro.push_back(std::move(*batch));
+            }
+          },
+          {stop_requested() ? 1 : 0, checkpoint_due ? 1 : 0});
+      if (flags[0] != 0) {
+        if (root) std::printf("stop requested by a signal: checkpointing at step %lld\n", static_cast<long long>(step));
+        save_checkpoint(false);  // always: the point of stopping is to resume
+        summary.preempted = true;
+        break;
+      }
+      if (flags[1] != 0) save_checkpoint(false);
+
+      inject_failure(config.debug, comm.rank(), step, micro);
       StepInputs in;
       in.micro_batches = &micro;
       in.classification = classification;
-      in.lr = schedule.at(global_step);
+      in.lr = schedule.at(step);
       in.context.seed = config.train.seed;
       in.context.stream = static_cast<std::uint64_t>(comm.rank());
-      in.context.counter = micro_counter;
-      const LossResult r = train_step(*model, reducer, *optimizer, in);
-      micro_counter += micro.size();
-      ++global_step;
-      ++window_steps;
+      in.context.counter = state.micro_batches;
+      LossResult r;
+      try {
+        r = forward_backward(*model, reducer, in);
+      } catch (const RuntimeError& e) {
+        throw RuntimeError("step " + std::to_string(step) + ": " + e.what());
+      }
+      if (gradients_finite(params)) {
+        optimizer->step(params.values(), params.grads(), params.total(), in.lr);
+      } else if (config.train.nonfinite == "skip") {
+        ++skipped_steps;
+        if (root) std::fprintf(stderr, "mpiddp: warning: step %lld: non-finite gradient, step skipped\n",
+                               static_cast<long long>(step));
+      } else {
+        if (root)
+          report_error(0, "step " + std::to_string(step) + ": non-finite loss or gradient (NaN/Inf); " +
+                              "set train.nonfinite = skip to drop such steps");
+        throw JobFailed(kExitRuntimeError);
+      }
+      state.micro_batches += micro.size();
+      ++state.global_step;
       window_loss += r.loss_sum;
       window_count += static_cast<double>(r.count);
       local_samples += static_cast<double>(r.count);
 
-      const bool last_of_epoch = step + 1 == steps_per_epoch || global_step == total_steps;
-      if (global_step % config.train.log_every == 0 || last_of_epoch) {
+      const bool last_of_epoch = state.step_in_epoch + 1 == steps_per_epoch || state.global_step == total_steps;
+      if (state.global_step % config.train.log_every == 0 || last_of_epoch) {
         double sums[2] = {window_loss, window_count};
         comm.allreduce_sum(sums, 2);
-        const double elapsed = seconds_since(window_start);
-        const double rate = sums[1] / std::max(1e-9, elapsed);
-        const double per_step = seconds_since(epoch_start) / static_cast<double>(step + 1);
-        const double eta = per_step * static_cast<double>(total_steps - global_step);
+        const double rate = sums[1] / std::max(1e-9, seconds_since(window_start));
+        const double per_step = seconds_since(epoch_start) / static_cast<double>(state.step_in_epoch + 1 - first_step);
+        const double eta = per_step * static_cast<double>(total_steps - state.global_step);
         summary.final_train_loss = sums[0] / std::max(1.0, sums[1]);
         if (root) {
-          std::printf("epoch %d/%d step %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s\n", epoch + 1,
-                      config.train.epochs, static_cast<long long>(step + 1), static_cast<long long>(steps_per_epoch),
+          std::printf("epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s\n",
+                      static_cast<long long>(state.epoch + 1), config.train.epochs,
+                      static_cast<long long>(state.step_in_epoch + 1), static_cast<long long>(steps_per_epoch),
                       summary.final_train_loss, in.lr, rate, format_duration(eta).c_str());
           std::fflush(stdout);
           output->metric(JsonObject()
                              .add("type", "train")
-                             .add("epoch", epoch + 1)
-                             .add("step", step + 1)
-                             .add("global_step", global_step)
+                             .add("epoch", static_cast<std::int64_t>(state.epoch + 1))
+                             .add("step", static_cast<std::int64_t>(state.step_in_epoch + 1))
+                             .add("global_step", state.global_step)
                              .add("loss", summary.final_train_loss)
                              .add("lr", in.lr)
                              .add("samples_per_s", rate)
                              .str());
         }
         window_loss = window_count = 0.0;
-        window_steps = 0;
         window_start = Clock::now();
+      }
+      if (config.checkpoint.every_steps > 0 && state.global_step % config.checkpoint.every_steps == 0) {
+        ++state.step_in_epoch;  // the checkpoint records the step as done
+        save_checkpoint(false);
+        --state.step_in_epoch;
       }
     }
     train_s += seconds_since(epoch_start);
     data_wait_s += loader.wait_s();
-    summary.epochs = epoch + 1;
+    if (summary.preempted || state.step_in_epoch < steps_per_epoch) break;  // stopped, or max_steps inside the epoch
+    summary.epochs = state.epoch + 1;
 
     if (test_data) {
       last_eval = evaluate(*model, *test_data, comm, config, classification);
       evaluated = true;
       if (root) {
-        std::printf("epoch %d/%d test loss %.4f accuracy %.4f (%lld samples)\n", epoch + 1, config.train.epochs,
-                    last_eval.loss, last_eval.accuracy, static_cast<long long>(last_eval.samples));
+        std::printf("epoch %lld/%d test loss %.4f accuracy %.4f (%lld samples)\n",
+                    static_cast<long long>(state.epoch + 1), config.train.epochs, last_eval.loss, last_eval.accuracy,
+                    static_cast<long long>(last_eval.samples));
         std::fflush(stdout);
         output->metric(JsonObject()
                            .add("type", "eval")
-                           .add("epoch", epoch + 1)
-                           .add("global_step", global_step)
+                           .add("epoch", static_cast<std::int64_t>(state.epoch + 1))
+                           .add("global_step", state.global_step)
                            .add("test_loss", last_eval.loss)
                            .add("test_accuracy", last_eval.accuracy)
                            .add("samples", last_eval.samples)
                            .str());
       }
     }
-    if (config.checkpoint.every_epochs > 0 && (epoch + 1) % config.checkpoint.every_epochs == 0) {
-      agree_or_fail(comm, [&] {
-        if (!root) return;
-        CheckpointMeta meta;
-        meta.epoch = epoch + 1;
-        meta.global_step = global_step;
-        meta.world_size = comm.size();
-        meta.seed = config.train.seed;
-        meta.config_ini = config.resolved_ini;
-        char name[64];
-        std::snprintf(name, sizeof(name), "ckpt-epoch-%04d.h5", epoch + 1);
-        write_checkpoint(config.run.dir + "/checkpoints", name, params, *optimizer, meta);
-      });
+    if (config.checkpoint.every_epochs > 0 && (state.epoch + 1) % config.checkpoint.every_epochs == 0) {
+      ++state.epoch;  // the checkpoint records the epoch as complete
+      state.step_in_epoch = 0;
+      save_checkpoint(true);
+      --state.epoch;
+      state.step_in_epoch = steps_per_epoch;
     }
   }
+  if (!summary.preempted && checkpointing && last_checkpoint_step != state.global_step) save_checkpoint(false);
 
   // ---- summary ----
-  summary.steps = global_step;
+  summary.steps = state.global_step;
   summary.train_s = train_s;
   summary.wall_s = seconds_since(run_start);
-  // The slowest rank sets the pace: report the shares of the worst rank.
-  double shares[3] = {data_wait_s, reducer.communication_wait_s(), local_samples};
-  comm.allreduce_sum(shares, 3);
-  summary.train_samples = static_cast<std::int64_t>(shares[2]);
-  shares[0] /= comm.size();
-  shares[1] /= comm.size();
-  const double max_train_s = static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(train_s * 1e6))) / 1e6;
-  summary.train_samples_per_s = static_cast<double>(summary.train_samples) / std::max(1e-9, max_train_s);
-  summary.data_wait_share = shares[0] / std::max(1e-9, train_s);
-  summary.allreduce_share = shares[1] / std::max(1e-9, train_s);
+  double totals[3] = {data_wait_s, reducer.communication_wait_s(), local_samples};
+  comm.allreduce_sum(totals, 3);
+  summary.train_samples = static_cast<std::int64_t>(totals[2]);
+  const double slowest_train_s =
+      static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(train_s * 1e6))) / 1e6;
+  summary.train_samples_per_s = static_cast<double>(summary.train_samples) / std::max(1e-9, slowest_train_s);
+  summary.data_wait_share = totals[0] / comm.size() / std::max(1e-9, train_s);
+  summary.allreduce_share = totals[1] / comm.size() / std::max(1e-9, train_s);
   summary.compute_share = std::max(0.0, 1.0 - summary.data_wait_share - summary.allreduce_share);
   if (evaluated) {
     summary.test_accuracy = last_eval.accuracy;
@@ -290,11 +387,13 @@ TrainSummary run_training(const Config& config, ProcessGroup& group) {
   }
   if (root) {
     JsonObject json;
-    json.add("test_accuracy", evaluated && classification ? summary.test_accuracy : -1.0)
+    json.add("status", summary.preempted ? "preempted" : "completed")
+        .add("test_accuracy", evaluated && classification ? summary.test_accuracy : -1.0)
         .add("test_loss", evaluated ? summary.test_loss : -1.0)
         .add("final_train_loss", summary.final_train_loss)
         .add("epochs", summary.epochs)
         .add("steps", summary.steps)
+        .add("skipped_steps", skipped_steps)
         .add("world_size", summary.world_size)
         .add("global_batch", summary.global_batch)
         .add("train_samples", summary.train_samples)
@@ -305,13 +404,15 @@ TrainSummary run_training(const Config& config, ProcessGroup& group) {
         .add("compute_share", summary.compute_share)
         .add("allreduce_share", summary.allreduce_share);
     output->summary(json.str());
-    std::printf("done: %lld steps in %s, %.0f samples/s (data wait %.1f%%, all-reduce %.1f%%)", 
-                static_cast<long long>(summary.steps), format_duration(summary.wall_s).c_str(),
-                summary.train_samples_per_s, 100 * summary.data_wait_share, 100 * summary.allreduce_share);
+    std::printf("%s: %lld steps in %s, %.0f samples/s (data wait %.1f%%, all-reduce %.1f%%)",
+                summary.preempted ? "preempted" : "done", static_cast<long long>(summary.steps),
+                format_duration(summary.wall_s).c_str(), summary.train_samples_per_s, 100 * summary.data_wait_share,
+                100 * summary.allreduce_share);
     if (evaluated && classification) std::printf(", test accuracy %.4f", summary.test_accuracy);
     std::printf("\n");
     std::fflush(stdout);
   }
+  Watchdog::instance().stop();
   return summary;
 }
 

@@ -51,6 +51,25 @@ make_blobs_csv() {
 
 json_field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
+# The newest complete checkpoint of a run directory.
+latest_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
+
+# Exit 0 when two checkpoints hold bit-identical parameters (and optimizer state).
+same_parameters() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+def arrays(f):
+    out = {}
+    f.visititems(lambda name, obj: out.__setitem__(name, obj[...]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+x, y = arrays(a), arrays(b)
+assert x and sorted(x) == sorted(y), (sorted(x), sorted(y))
+bad = [n for n in x if not np.array_equal(x[n], y[n])]
+assert not bad, bad
+PY
+}
+
 finish() {
   if [ "$FAILURES" -ne 0 ]; then echo "$FAILURES check(s) failed" >&2; exit 1; fi
   echo "all checks passed"

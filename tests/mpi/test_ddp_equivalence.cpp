@@ -79,7 +79,9 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
     StepInputs in;
     in.micro_batches = &micro;
     in.lr = spec.optimizer == "sgd" ? 0.1 : 0.01;
-    train_step(*model, reducer, *optimizer, in);
+    forward_backward(*model, reducer, in);
+    REQUIRE(gradients_finite(model->parameters()));
+    optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
   }
   const auto& p = model->parameters();
   return std::vector<float>(p.values(), p.values() + p.total());

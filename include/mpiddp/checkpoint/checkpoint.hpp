@@ -13,21 +13,43 @@
 
 namespace mpiddp {
 
-inline constexpr std::int64_t kCheckpointFormat = 1;
+inline constexpr std::int64_t kCheckpointFormat = 2;
 
-struct CheckpointMeta {
-  std::int64_t epoch = 0;        // epochs completed
-  std::int64_t global_step = 0;  // optimizer steps taken
+// Everything besides weights and optimizer buffers that a bit-exact resume needs.
+struct TrainingState {
+  std::int64_t epoch = 0;          // epoch in progress (0-based)
+  std::int64_t step_in_epoch = 0;  // optimizer steps of that epoch already taken
+  std::int64_t global_step = 0;    // optimizer steps taken in total
+  std::uint64_t micro_batches = 0; // micro-batches consumed: the dropout stream position
   std::int64_t world_size = 1;
-  std::uint64_t seed = 0;
-  std::string config_ini;
+  std::uint64_t seed = 0;          // train.seed: weights, sampler (seed + epoch), dropout
+  std::string config_ini;          // the resolved input file of the run that wrote it
 };
 
-// Writes `dir`/`name` atomically and points `dir`/latest at it. Returns the path.
-std::string write_checkpoint(const std::string& dir, const std::string& name, const ParameterStore& params,
-                             Optimizer& optimizer, const CheckpointMeta& meta);
+// Writes `path` atomically (temporary file, fsync, rename, directory fsync).
+void write_checkpoint(const std::string& path, const ParameterStore& params, Optimizer& optimizer,
+                      const TrainingState& state);
 
-// Reads parameter values into `params` (names and shapes must match).
-CheckpointMeta read_checkpoint(const std::string& path, ParameterStore& params);
+// Reads a checkpoint into `params` and `optimizer`. Everything is checked
+// (format version, every parameter's name and shape, optimizer kind) before
+// anything is changed: on error nothing has been loaded.
+TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer);
+
+// The checkpoints of one run directory: `ckpt-step-000001234.h5` files, a
+// `latest` pointer, pruning to the newest K plus permanent epoch keepers.
+class CheckpointDirectory {
+ public:
+  CheckpointDirectory(std::string dir, int keep, int keep_every_epochs);
+  // Writes the checkpoint, points `latest` at it, prunes. Returns its path.
+  std::string save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
+                   bool epoch_boundary);
+  // Complete checkpoints, newest first (temporary files never count).
+  std::vector<std::string> complete_checkpoints() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int keep_, keep_every_epochs_;
+};
 
 }  // namespace mpiddp

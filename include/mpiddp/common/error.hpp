@@ -27,6 +27,9 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitRuntimeError = 1,
   kExitInputError = 2,
+  // Stopped by SIGTERM/SIGUSR1 after writing a checkpoint: resubmit/requeue with
+  // --resume auto (sysexits.h EX_TEMPFAIL: "try again later").
+  kExitPreempted = 75,
 };
 
 }  // namespace mpiddp

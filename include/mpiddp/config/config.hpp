@@ -36,6 +36,7 @@ struct TrainConfig {
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
   std::string device = "cpu";        // cpu (cuda: see the GPU path)
+  std::string nonfinite = "stop";    // NaN/Inf loss or gradient: stop | skip (drop that step)
   std::int64_t max_steps = 0;        // stop after this many optimizer steps, 0 = no limit
 };
 
@@ -62,6 +63,7 @@ struct DdpConfig {
 
 struct DistConfig {
   std::string backend = "mpi";       // mpi (nccl: see the GPU path)
+  double timeout_s = 300.0;          // a collective waiting longer ends the job, 0 = never
 };
 
 struct RunConfig {
@@ -69,7 +71,17 @@ struct RunConfig {
 };
 
 struct CheckpointConfig {
-  int every_epochs = 1;              // 0 = no checkpoints
+  int every_epochs = 1;              // at the end of every N-th epoch, 0 = not by epochs
+  std::int64_t every_steps = 0;      // every N optimizer steps, 0 = not by steps
+  double every_minutes = 0.0;        // wall clock (rank 0 decides for all), 0 = not by time
+  int keep = 3;                      // newest checkpoints kept, 0 = all
+  int keep_every_epochs = 0;         // also keep the end of every N-th epoch forever, 0 = none
+};
+
+struct DebugConfig {                 // failure injection for tests; not for production runs
+  int fail_rank = -1;
+  std::int64_t fail_step = -1;       // global optimizer step (0-based) at which to fail
+  std::string fail_mode = "none";    // none | throw | exit | hang | nan | signal
 };
 
 struct Config {
@@ -81,6 +93,7 @@ struct Config {
   DistConfig dist;
   RunConfig run;
   CheckpointConfig checkpoint;
+  DebugConfig debug;
   std::string source;                // the input file it came from ("" = defaults only)
   std::string resolved_ini;          // every key with its final value, as an INI file
 };

@@ -29,6 +29,8 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
   explicit operator bool() const { return id_ >= 0; }
+  // Forgets the id without closing it (it was closed by hand).
+  void release() { id_ = -1; }
   void reset() {
     if (id_ >= 0 && closer_) closer_(id_);
     id_ = -1;

@@ -1,14 +1,14 @@
 #pragma once
-// Implementation of agree_or_fail (header-only because it takes a callable).
+// Implementation of agree_or_fail / agree_step (header-only: they take a callable).
 #include <exception>
-#include <limits>
+#include <vector>
 
 #include "mpiddp/common/error.hpp"
 
 namespace mpiddp {
 
 template <class Fn>
-void agree_or_fail(Communicator& comm, Fn&& step) {
+std::vector<std::int64_t> agree_step(Communicator& comm, Fn&& step, const std::vector<std::int64_t>& flags) {
   std::exception_ptr failure;
   int code = kExitOk;
   try {
@@ -19,18 +19,29 @@ void agree_or_fail(Communicator& comm, Fn&& step) {
     failure = std::current_exception();
     code = exit_code_of(e);
   }
-  const std::int64_t none = std::numeric_limits<std::int64_t>::max();
-  const std::int64_t first_failing = comm.allreduce_min(failure ? comm.rank() : none);
-  if (first_failing == none) return;
-  const std::int64_t job_code = comm.allreduce_max(code);
-  if (comm.rank() == first_failing) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& e) {
-      report_error(comm.rank(), e.what());
+  // One all-reduce (MAX) carries: the lowest failing rank (as size - rank), its
+  // exit code, and the caller's flags.
+  std::vector<std::int64_t> slots(2 + flags.size());
+  slots[0] = failure ? comm.size() - comm.rank() : 0;
+  slots[1] = code;
+  for (std::size_t i = 0; i < flags.size(); ++i) slots[2 + i] = flags[i];
+  comm.allreduce_max(slots.data(), slots.size());
+  if (slots[0] != 0) {
+    if (comm.rank() == comm.size() - slots[0]) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        report_error(comm.rank(), e.what());
+      }
     }
+    throw JobFailed(static_cast<int>(slots[1]));
   }
-  throw JobFailed(static_cast<int>(job_code));
+  return {slots.begin() + 2, slots.end()};
+}
+
+template <class Fn>
+void agree_or_fail(Communicator& comm, Fn&& step) {
+  agree_step(comm, std::forward<Fn>(step), {});
 }
 
 }  // namespace mpiddp

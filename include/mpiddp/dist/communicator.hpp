@@ -29,6 +29,8 @@ class Communicator {
   virtual void allreduce_sum(double* data, std::size_t count) = 0;
   virtual std::unique_ptr<PendingReduction> start_allreduce_sum(float* data, std::size_t count) = 0;
   virtual std::int64_t allreduce_max(std::int64_t value) = 0;
+  // Element-wise maximum over ranks, in place.
+  virtual void allreduce_max(std::int64_t* values, std::size_t count) = 0;
   virtual std::int64_t allreduce_min(std::int64_t value) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   // recv holds size() * bytes: rank r's block at r * bytes.

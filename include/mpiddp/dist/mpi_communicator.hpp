@@ -23,6 +23,7 @@ class MpiCommunicator final : public Communicator {
   void allreduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<PendingReduction> start_allreduce_sum(float* data, std::size_t count) override;
   std::int64_t allreduce_max(std::int64_t value) override;
+  void allreduce_max(std::int64_t* values, std::size_t count) override;
   std::int64_t allreduce_min(std::int64_t value) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void allgather(const void* send, std::size_t bytes, void* recv) override;

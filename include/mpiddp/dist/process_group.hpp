@@ -2,7 +2,9 @@
 // The MPI process: initialisation, world rank and size, and the node-local rank
 // derived from an MPI shared-memory split (correct under mpirun, srun, and
 // mpirun inside a Slurm allocation, where SLURM_PROCID is 0 on every rank).
+#include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "mpiddp/dist/communicator.hpp"
@@ -40,6 +42,10 @@ class ProcessGroup {
 // that error. This turns a failure seen by some ranks into a clean exit of all.
 template <class Fn>
 void agree_or_fail(Communicator& comm, Fn&& step);
+// The same, and in the same single all-reduce the element-wise maximum over
+// ranks of `flags` (stop requests, checkpoint decisions): returned on success.
+template <class Fn>
+std::vector<std::int64_t> agree_step(Communicator& comm, Fn&& step, const std::vector<std::int64_t>& flags);
 
 void report_error(int rank, const std::string& message);
 int exit_code_of(const std::exception& e);

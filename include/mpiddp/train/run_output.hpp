@@ -1,6 +1,7 @@
 #pragma once
 // What rank 0 writes into run.dir: config.ini, metrics.jsonl (one JSON object per
 // logged step and per evaluation), summary.json; plus the progress lines on stdout.
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -9,7 +10,11 @@ namespace mpiddp {
 class RunOutput {
  public:
   // Creates the directory and writes config.ini; throws InputError if it cannot.
-  RunOutput(const std::string& dir, const std::string& config_ini);
+  // When resuming, metrics.jsonl keeps only the records the checkpoint covers
+  // (train records up to `resumed_step`, evaluations of completed epochs), so the
+  // file reads as if the run had never stopped.
+  RunOutput(const std::string& dir, const std::string& config_ini, std::int64_t resumed_step = -1,
+            std::int64_t completed_epochs = 0);
   ~RunOutput();
   RunOutput(const RunOutput&) = delete;
   RunOutput& operator=(const RunOutput&) = delete;

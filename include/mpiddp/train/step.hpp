@@ -1,7 +1,8 @@
 #pragma once
-// One optimizer step of data-parallel training: forward and backward over the
-// step's micro-batches (gradient reduction overlapping the last backward),
-// then the optimizer update. Shared by the trainer and the DDP-equivalence test.
+// One step of data-parallel training: forward and backward over the step's
+// micro-batches, with the gradient reduction overlapping the last backward; the
+// caller then checks the gradients and runs the optimizer. Shared by the trainer
+// and the DDP-equivalence test.
 #include <vector>
 
 #include "mpiddp/data/dataset.hpp"
@@ -20,8 +21,13 @@ struct StepInputs {
   ForwardContext context;  // context.counter is the first micro-batch's number
 };
 
-// Returns the loss summed over this rank's samples of the step.
-LossResult train_step(Sequential& model, GradientReducer& reducer, Optimizer& optimizer, const StepInputs& in);
+// Leaves the global mean gradient in the model's gradient buffer (identical on
+// every rank) and returns the loss summed over this rank's samples.
+LossResult forward_backward(Sequential& model, GradientReducer& reducer, const StepInputs& in);
+
+// True when every gradient is finite. The gradients are already reduced, so
+// every rank reaches the same answer without communicating.
+bool gradients_finite(const ParameterStore& params);
 
 // Loss (and correct count) of `batch` without touching gradients.
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification);

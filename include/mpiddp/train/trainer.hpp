@@ -1,6 +1,7 @@
 #pragma once
 // `mpiddp train`: the whole data-parallel training run.
 #include <cstdint>
+#include <string>
 
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/dist/process_group.hpp"
@@ -16,8 +17,10 @@ struct TrainSummary {
   double train_samples_per_s = 0.0;
   double train_s = 0.0, wall_s = 0.0;
   double data_wait_share = 0.0, compute_share = 0.0, allreduce_share = 0.0;
+  bool preempted = false;  // stopped by a signal after checkpointing
 };
 
-TrainSummary run_training(const Config& config, ProcessGroup& group);
+// `resume`: "" (fresh), "auto" or a checkpoint path (see resume.hpp).
+TrainSummary run_training(const Config& config, ProcessGroup& group, const std::string& resume);
 
 }  // namespace mpiddp

@@ -1,0 +1,18 @@
+#pragma once
+// `--resume auto|PATH`: rank 0 reads the checkpoint, every rank receives the same
+// weights, optimizer state and position, so the run continues bit-exactly.
+#include <optional>
+#include <string>
+
+#include "mpiddp/checkpoint/checkpoint.hpp"
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp {
+
+// `resume`: "" (fresh start), "auto" (newest complete checkpoint in `directory`,
+// fresh start if there is none), or a checkpoint path. Refuses a checkpoint
+// written by another world size. Returns nullopt for a fresh start.
+std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
+                                             ParameterStore& params, Optimizer& optimizer, Communicator& comm);
+
+}  // namespace mpiddp

@@ -1,0 +1,11 @@
+#pragma once
+// SIGTERM and SIGUSR1 (Slurm's --signal=USR1@T before the time limit, or scancel)
+// only set a flag; the trainer turns it into an agreed stop at the next step
+// boundary, a checkpoint, and exit code kExitPreempted.
+namespace mpiddp {
+
+void install_stop_signal_handlers();
+bool stop_requested();
+int stop_signal();  // the signal number received, 0 if none
+
+}  // namespace mpiddp

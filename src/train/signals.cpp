@@ -1,0 +1,25 @@
+#include "mpiddp/train/signals.hpp"
+
+#include <csignal>
+
+namespace mpiddp {
+namespace {
+volatile std::sig_atomic_t received = 0;
+extern "C" void on_stop_signal(int signal) { received = signal; }
+}  // namespace
+
+void install_stop_signal_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // let MPI and I/O calls continue
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);
+  // A full disk or file-size limit must fail the write (EFBIG), not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
+}
+
+bool stop_requested() { return received != 0; }
+int stop_signal() { return received; }
+
+}  // namespace mpiddp
