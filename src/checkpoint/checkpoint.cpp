@@ -213,6 +213,14 @@ std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& o
   return path;
 }
 
+void CheckpointDirectory::remove_stale_temporaries() const {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".tmp") std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 std::vector<std::string> CheckpointDirectory::complete_checkpoints() const {
   std::vector<std::string> found;
   std::error_code ec;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <csignal>
@@ -165,6 +166,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   state.world_size = comm.size();
   state.seed = config.train.seed;
   state.config_ini = config.resolved_ini;
+  if (root) checkpoints.remove_stale_temporaries();
   const auto resumed = resume_training(resume, checkpoints, params, *optimizer, comm);
   if (resumed) {
     state.epoch = resumed->epoch;
@@ -203,7 +205,10 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       if (!root) return;
       const auto start = Clock::now();
       const std::string path = checkpoints.save(params, *optimizer, state, epoch_boundary);
-      std::printf("checkpoint %s (step %lld, %.2f s)\n", path.c_str(), static_cast<long long>(state.global_step),
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(path, ec);
+      std::printf("checkpoint %s (step %lld, %.1f MB, %.3f s)\n", path.c_str(),
+                  static_cast<long long>(state.global_step), ec ? 0.0 : static_cast<double>(bytes) / 1e6,
                   seconds_since(start));
       std::fflush(stdout);
     });

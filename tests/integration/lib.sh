@@ -6,7 +6,7 @@ MPIEXEC=${MPIEXEC:-mpirun}
 MPIDDP_SOURCE_DIR=${MPIDDP_SOURCE_DIR:-$(pwd)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 FAILURES=0
 
 fail() { echo "FAIL: $*" >&2; FAILURES=$((FAILURES + 1)); }

@@ -43,6 +43,8 @@ class CheckpointDirectory {
   // Writes the checkpoint, points `latest` at it, prunes. Returns its path.
   std::string save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
                    bool epoch_boundary);
+  // Deletes temporary files left by a writer that was killed (rank 0, at start).
+  void remove_stale_temporaries() const;
   // Complete checkpoints, newest first (temporary files never count).
   std::vector<std::string> complete_checkpoints() const;
   const std::string& dir() const { return dir_; }

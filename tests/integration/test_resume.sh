@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Bit-exact resume (mid-epoch, with dropout and AdamW), world-size change refused,
+# and every kind of bad checkpoint refused with one clear line.
+source "$(dirname "$0")/lib.sh"
+
+make_blobs_csv "$WORK/train.csv" 1200 1
+"$MPIDDP" shard --format csv --input "$WORK/train.csv" --out "$WORK/train" --shards 2 >/dev/null
+cat > "$WORK/run.ini" <<INI
+[data]
+train = $WORK/train
+test = $WORK/train
+[model]
+hidden = 32,16
+dropout = 0.2
+[train]
+batch_size = 16
+epochs = 3
+seed = 11
+log_every = 1
+[optim]
+name = adamw
+lr = 0.003
+schedule = cosine
+warmup_steps = 5
+[checkpoint]
+every_epochs = 1
+INI
+train_losses() { grep '"type":"train"' "$1/metrics.jsonl" | sed 's/"samples_per_s":[^,}]*//'; }
+
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/straight" > "$WORK/straight.log" 2>&1 || fail "straight run"
+
+# Stop in the middle of epoch 2 (steps per epoch: 600 / 16 = 38): SIGUSR1 on rank 1
+# at step 50, agreed stop, checkpoint, exit 75; then resume.
+rc=0; run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --debug.fail_rank 1 --debug.fail_step 50 \
+  --debug.fail_mode signal > "$WORK/split1.log" 2>&1 || rc=$?
+[ "$rc" = 75 ] && pass "signal: exit code 75" || fail "signal: exit code $rc"
+[ "$(cat "$WORK/split/checkpoints/latest")" = "ckpt-step-000000051.h5" ] && pass "stopped after step 51 (mid-epoch 2)" \
+  || fail "latest after the stop: $(cat "$WORK/split/checkpoints/latest")"
+[ "$(json_field "$WORK/split/summary.json" status)" = preempted ] && pass "summary status preempted" || fail "status"
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto > "$WORK/split2.log" 2>&1 || fail "resume"
+grep -q "resuming from .*ckpt-step-000000051.h5: epoch 2, step 13 of it, global step 51" "$WORK/split2.log" \
+  && pass "resumed mid-epoch" || { fail "resume message"; grep resum "$WORK/split2.log"; }
+same_parameters "$(latest_checkpoint "$WORK/straight")" "$(latest_checkpoint "$WORK/split")" \
+  && pass "final parameters and optimizer state byte-identical" || fail "resumed run differs"
+if diff <(train_losses "$WORK/straight") <(train_losses "$WORK/split") >/dev/null; then
+  pass "per-step losses identical ($(train_losses "$WORK/straight" | wc -l) records)"
+else fail "per-step losses differ"; diff <(train_losses "$WORK/straight") <(train_losses "$WORK/split") | head -5; fi
+[ "$(grep -c '"type":"eval"' "$WORK/split/metrics.jsonl")" = 3 ] && pass "one eval record per epoch" || fail "eval records"
+
+# Keep-last-K: 3 epochs + stop -> no more than 3 ckpt files.
+[ "$(ls "$WORK/split/checkpoints"/ckpt-step-*.h5 | wc -l)" -le 3 ] && pass "checkpoint.keep = 3 prunes" || fail "pruning"
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/keepers" --checkpoint.keep 1 --checkpoint.keep_every_epochs 2 \
+  >/dev/null 2>&1 || fail "keepers run"
+[ "$(ls "$WORK/keepers/checkpoints"/ckpt-step-*.h5 | wc -l)" = 1 ] && [ -f "$WORK/keepers/checkpoints/keep-epoch-0002.h5" ] \
+  && pass "keep 1 plus the epoch-2 keeper" || fail "keepers: $(ls "$WORK/keepers/checkpoints")"
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/steps" --checkpoint.every_epochs 0 --checkpoint.every_steps 20 \
+  --checkpoint.keep 0 --train.epochs 1 >/dev/null 2>&1 || fail "every_steps run"
+[ "$(ls "$WORK/steps/checkpoints"/ckpt-step-*.h5 | wc -l)" = 2 ] && pass "every_steps 20: steps 20 and 38 (final)" \
+  || fail "every_steps: $(ls "$WORK/steps/checkpoints")"
+
+# A different world size is refused.
+expect_error world-change 3 "written by 2 rank(s), this job has 3" train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto
+# Nothing to resume from: start fresh.
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/fresh" --resume auto --train.epochs 1 > "$WORK/fresh.log" 2>&1 \
+  && grep -q "no checkpoint in $WORK/fresh/checkpoints, starting from the beginning" "$WORK/fresh.log" \
+  && pass "resume auto without checkpoints starts fresh" || fail "fresh start"
+
+# Bad checkpoints.
+good=$(latest_checkpoint "$WORK/straight")
+cp "$good" "$WORK/truncated.h5" && truncate -s 2000 "$WORK/truncated.h5"
+expect_error truncated-checkpoint 2 "$WORK/truncated.h5: not a readable HDF5 checkpoint" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/truncated.h5"
+head -c 100000 /dev/urandom > "$WORK/garbage.h5"
+expect_error corrupt-checkpoint 2 "$WORK/garbage.h5: not a readable HDF5 checkpoint" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/garbage.h5"
+expect_error other-model 2 "'params/layers.0.weight' is 32x8 but the model's is 64x8 (a checkpoint of another model?)" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$good" --model.hidden 64,16
+expect_error other-optimizer 2 "optimizer state is adamw but optim.name is sgd" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$good" --optim.name sgd
+cp "$good" "$WORK/future.h5"
+/usr/bin/python3 -c "import h5py,sys; h5py.File(sys.argv[1],'r+').attrs['format_version'] = 99" "$WORK/future.h5"
+expect_error format-version 2 "$WORK/future.h5: checkpoint format version 99 is not supported" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/future.h5"
+expect_error missing-checkpoint 2 "$WORK/none.h5: cannot read checkpoint" \
+  train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/none.h5"
+
+# resume auto skips a damaged newest checkpoint and takes the one before.
+mkdir -p "$WORK/damaged" && cp -r "$WORK/straight/checkpoints" "$WORK/damaged/"
+newest=$(ls "$WORK/damaged/checkpoints"/ckpt-step-*.h5 | tail -1)
+truncate -s 1000 "$newest"
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/damaged" --resume auto > "$WORK/damaged.log" 2>&1 \
+  && grep -q "warning: skipping $newest" "$WORK/damaged.log" && grep -q "resuming from" "$WORK/damaged.log" \
+  && pass "damaged newest checkpoint skipped" || fail "damaged fallback"
+same_parameters "$good" "$(latest_checkpoint "$WORK/damaged")" && pass "and the result is still bit-exact" \
+  || fail "fallback result differs"
+finish
