@@ -4,9 +4,9 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 
 #include "mpiddp/cli/commands.hpp"
+#include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/tensor/cpu_ops.hpp"
@@ -30,16 +30,7 @@ int command_bench(const std::vector<std::string>& args) {
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
   if (args.empty() || args[0] != "gemm") throw InputError("usage: mpiddp bench gemm [options] (see --help)");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(options).run(), values);
-    if (values.count("help")) {
-      std::cout << options;
-      return kExitOk;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
   std::vector<int> widths = {inputs};  // the input-file parser checks the width list
   for (int w : load_config("", {"--data.train", "x", "--model.hidden", hidden}).model.hidden_sizes) widths.push_back(w);
   widths.push_back(outputs);

@@ -1,8 +1,8 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
-#include <iostream>
 
 #include "mpiddp/cli/commands.hpp"
+#include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
 
@@ -23,16 +23,7 @@ int inspect_sampler(const std::vector<std::string>& args) {
       ("drop-last", po::bool_switch(&o.drop_last), "drop the tail instead of padding")
       ("no-shuffle", "keep the natural order");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), values);
-    if (values.count("help")) {
-      std::cout << options;
-      return kExitOk;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_options(args, options, values)) return kExitOk;
   o.shuffle = values.count("no-shuffle") == 0;
   if (o.size < 1) throw InputError("--size must be at least 1");
   if (o.world < 1) throw InputError("--world must be at least 1");

@@ -1,9 +1,9 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 
 #include "mpiddp/cli/commands.hpp"
+#include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/shard_writer.hpp"
 
@@ -27,16 +27,7 @@ int command_shard(const std::vector<std::string>& args) {
       ("shards", po::value(&shards)->default_value(shards), "number of shard files")
       ("prefix", po::value(&prefix)->default_value(prefix), "shard file name prefix");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), values);
-    if (values.count("help")) {
-      std::cout << options;
-      return kExitOk;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_options(args, options, values)) return kExitOk;
   std::unique_ptr<RowSource> source;
   if (format == "idx") {
     if (images.empty() || labels.empty()) throw InputError("--format idx needs --images and --labels");

@@ -7,6 +7,7 @@
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/train/signals.hpp"
 
 namespace {
 
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   }
 
   int exit_code = kExitOk;
+  // Before MPI starts: a pre-emption signal during start-up must not kill the rank.
+  install_stop_signal_handlers();
   {
     ProcessGroup group(&argc, &argv);
     try {

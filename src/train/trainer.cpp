@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -34,6 +35,9 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 int blas_threads_for(const TrainConfig& train, int local_size) {
   if (train.threads > 0) return train.threads;
+  // Under Slurm the allocation says how many CPUs each task owns.
+  if (const char* per_task = std::getenv("SLURM_CPUS_PER_TASK"); per_task && std::atoi(per_task) > 0)
+    return std::atoi(per_task);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, local_size));
 }
@@ -122,7 +126,6 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   const bool root = comm.rank() == 0;
   const bool classification = config.data.task == "classification";
   const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
-  install_stop_signal_handlers();
   Watchdog::instance().start(config.dist.timeout_s, comm.rank());
 
   // ---- set-up: any rank's failure ends every rank with that rank's message ----

@@ -1,0 +1,110 @@
+# Spack recipe for mpiddp (Spack 1.x). Put it in a package repository as
+# packages/mpiddp/package.py (README "Install with Spack" shows the set-up).
+import os
+
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+
+from spack.package import *
+
+
+class Mpiddp(CMakePackage, CudaPackage):
+    """MPI-native data-parallel neural-network trainer: PyTorch DistributedDataParallel
+    semantics (bucketed gradient all-reduce, DistributedSampler order, bit-exact
+    resume) in one C++ binary, for Slurm clusters, with HDF5-sharded data sets."""
+
+    homepage = "https://github.com/mpiddp/mpiddp"
+    git = "https://github.com/mpiddp/mpiddp.git"
+
+    maintainers("mpiddp")
+    license("MIT")
+
+    version("main", branch="main")
+    # Placeholder for the first tagged release: replace the commit with the tag's
+    # commit when v0.1.0 is tagged (Spack needs it to trust a git tag).
+    version("0.1.0", tag="v0.1.0", commit="0000000000000000000000000000000000000000")
+
+    variant("nccl", default=True, when="+cuda", description="NCCL all-reduce between GPUs")
+
+    depends_on("c", type="build")
+    depends_on("cxx", type="build")
+    depends_on("cmake@3.20:", type="build")
+
+    depends_on("mpi")
+    depends_on("hdf5")
+    depends_on("boost+program_options")
+    depends_on("blas")
+    depends_on("zlib-api")
+    depends_on("catch2@2", type="test")
+
+    depends_on("nccl", when="+nccl")
+    for arch in CudaPackage.cuda_arch_values:
+        depends_on(f"nccl cuda_arch={arch}", when=f"+nccl cuda_arch={arch}")
+    conflicts("cuda_arch=none", when="+cuda", msg="name the GPU generation, e.g. cuda_arch=90")
+
+    def cmake_args(self):
+        spec = self.spec
+        blas = spec["blas"]
+        args = [
+            self.define("MPIDDP_BUILD_TESTS", self.run_tests),
+            self.define_from_variant("MPIDDP_ENABLE_CUDA", "cuda"),
+            # OpenBLAS gets per-rank thread control; any other BLAS is found generically.
+            self.define("BLA_VENDOR", "OpenBLAS" if blas.name == "openblas" else "All"),
+        ]
+        cblas = [d for d in blas.headers.directories if os.path.exists(join_path(d, "cblas.h"))]
+        if cblas:  # otherwise CMake searches the usual places
+            args.append(self.define("CBLAS_INCLUDE_DIR", cblas[0]))
+        if spec.satisfies("+cuda"):
+            args.append(self.define_cuda_architectures(self))
+            args.append(self.define_from_variant("MPIDDP_ENABLE_NCCL", "nccl"))
+        return args
+
+    def check(self):
+        # Build-time tests (spack install --test=root): the unit and MPI suites;
+        # the integration and Slurm suites need data sets and daemons.
+        with working_dir(self.build_directory):
+            ctest("-L", "unit|mpi", "--output-on-failure")
+
+    def setup_run_environment(self, env):
+        env.set("MPIDDP_SCRIPTS", self.prefix.share.mpiddp.scripts)
+
+    sanity_check_is_file = [join_path("bin", "mpiddp")]
+    sanity_check_is_dir = [join_path("share", "mpiddp", "inputs")]
+
+    # ---- smoke tests: spack test run mpiddp ----
+
+    def test_help(self):
+        """mpiddp --help lists the subcommands"""
+        mpiddp = which(self.prefix.bin.mpiddp)
+        out = mpiddp("--help", output=str.split, error=str.split)
+        for command in ("train", "shard", "inspect"):
+            assert command in out, f"'{command}' missing from mpiddp --help"
+
+    def test_sampler(self):
+        """inspect sampler prints PyTorch's DistributedSampler order"""
+        mpiddp = which(self.prefix.bin.mpiddp)
+        out = mpiddp("inspect", "sampler", "--size", "10", "--world", "3", "--rank", "1", "--seed", "42",
+                     output=str.split, error=str.split)
+        assert out.strip() == "6 4 9 2", out
+
+    def test_train_two_ranks(self):
+        """shard a generated CSV and train it on 2 MPI ranks"""
+        mpiddp = which(self.prefix.bin.mpiddp)
+        with open("blobs.csv", "w") as f:
+            for i in range(600):
+                label = i % 3
+                features = [((i * 7919 + j * 104729) % 1000) / 1000.0 + (1.5 if j % 3 == label else 0.0)
+                            for j in range(6)]
+                f.write(",".join(f"{x:.4f}" for x in features) + f",{label}\n")
+        mpiddp("shard", "--format", "csv", "--input", "blobs.csv", "--out", "shards", "--shards", "2")
+        os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        os.environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        mpirun = which(join_path(self.spec["mpi"].prefix.bin, "mpirun")) or which("mpirun")
+        out = mpirun("-n", "2", self.prefix.bin.mpiddp, "train", "--data.train", "shards", "--data.test", "shards",
+                     "--model.hidden", "16", "--train.epochs", "5", "--train.batch_size", "16",
+                     "--optim.lr", "0.1", "--optim.momentum", "0.9", "--run.dir", "run",
+                     output=str.split, error=str.split)
+        assert "test accuracy" in out, out
+        with open(join_path("run", "summary.json")) as f:
+            assert '"world_size":2' in f.read()
