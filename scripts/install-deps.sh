@@ -3,7 +3,8 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 # Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, Catch2, the
-# Fashion-MNIST package, and the Python modules the tests use for cross-checks.
+# Fashion-MNIST package, the Python modules the tests use for cross-checks, and
+# Slurm + munge + iproute2 for the `slurm` tests (a one-node cluster in a netns).
 packages=(
   g++ make cmake pkg-config
   openmpi-bin libopenmpi-dev
@@ -13,6 +14,7 @@ packages=(
   catch2
   dataset-fashion-mnist
   python3-h5py python3-numpy python3-torch
+  slurm-wlm munge iproute2
 )
 apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then

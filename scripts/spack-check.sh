@@ -86,7 +86,7 @@ step() {  # name, command...
   fi
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-step concretize "${spack[@]}" concretize --fresh
+step concretize "${spack[@]}" concretize --fresh --test=root
 [ $status = 0 ] && sed -n '1,40p' "$env_dir/concretize.log"
 [ $status = 0 ] && step install "${spack[@]}" install --test=root --fail-fast
 [ $status = 0 ] && step test-run "${spack[@]}" test run mpiddp
