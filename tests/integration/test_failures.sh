@@ -48,7 +48,7 @@ wait $job || rc=$?; ms=$(elapsed_since "$t0")
 # SIGTERM / SIGUSR1 from outside, to one rank: agreed stop, checkpoint, exit 75, resume finishes.
 for sig in TERM USR1; do
   dir=$WORK/sig$sig
-  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 30 --run.dir "$dir" > "$dir.log" 2>&1 &
+  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 30 --model.hidden 1024,1024 --run.dir "$dir" > "$dir.log" 2>&1 &
   job=$!
   for _ in $(seq 100); do grep -q "samples/s" "$dir.log" 2>/dev/null && break; sleep 0.1; done
   kill -$sig "$(rank_pid 1)"
@@ -56,7 +56,7 @@ for sig in TERM USR1; do
   if [ "$rc" = 75 ] && grep -q "stop requested by a signal" "$dir.log" && [ -f "$dir/checkpoints/latest" ]; then
     pass "SIG$sig to rank 1: checkpoint at $(cat "$dir/checkpoints/latest"), exit 75"
   else fail "SIG$sig: rc $rc"; tail -3 "$dir.log"; fi
-  run_ranks 2 "${base[@]}" --train.epochs 30 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
+  run_ranks 2 "${base[@]}" --train.epochs 30 --model.hidden 1024,1024 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
     && [ "$(json_field "$dir/summary.json" status)" = completed ] && pass "SIG$sig: resumed to the end" \
     || fail "SIG$sig resume"
 done
@@ -102,7 +102,7 @@ if [ "$rc" = 2 ] && [ "$(grep -c '^mpiddp: error' "$WORK/shrink.log")" = 1 ] && 
 else fail "truncated shard: rc $rc"; tail -5 "$WORK/shrink.log"; fi
 # A shard deleted under a running job: the open file still serves the job to its end.
 cp -r "$WORK/train" "$WORK/gone"
-"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 40 --run.dir "$WORK/g" > "$WORK/gone.log" 2>&1 &
+"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 200 --run.dir "$WORK/g" > "$WORK/gone.log" 2>&1 &
 job=$!
 for _ in $(seq 100); do grep -q "samples/s" "$WORK/gone.log" 2>/dev/null && break; sleep 0.1; done
 rm "$WORK/gone/shard-00000-of-00002.h5"
