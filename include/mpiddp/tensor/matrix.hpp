@@ -3,9 +3,29 @@
 // cols = features]. Storage only grows, so reusing a Matrix across steps does not
 // reallocate when the last batch of an epoch is smaller.
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace mpiddp {
+
+// Leaves new floats uninitialised: every Matrix is written before it is read, and
+// zero-filling a fresh batch (200 KB per Fashion-MNIST batch) cost 3% of a step.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 class Matrix {
  public:
@@ -29,7 +49,7 @@ class Matrix {
 
  private:
   std::size_t rows_ = 0, cols_ = 0;
-  std::vector<float> storage_;
+  std::vector<float, DefaultInitAllocator<float>> storage_;
 };
 
 }  // namespace mpiddp
