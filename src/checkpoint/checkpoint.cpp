@@ -89,6 +89,7 @@ void read_arrays(hid_t file, const std::string& group, const ParameterStore& par
 void write_checkpoint(const std::string& path, const ParameterStore& params, Optimizer& optimizer,
                       const TrainingState& state) {
   h5::silence_errors();
+  std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   const std::string temp = path + ".tmp";
   try {
     h5::Handle file(h5::check_id<RuntimeError>(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
@@ -104,6 +105,10 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_int_attribute(f, "world_size", state.world_size);
     h5::write_int_attribute(f, "seed", static_cast<std::int64_t>(state.seed));
     h5::write_string_attribute(f, "config", state.config_ini);
+    h5::write_int_attribute(f, "dataset_size", state.dataset_size);
+    h5::write_int_attribute(f, "skipped_steps", state.skipped_steps);
+    h5::write_double_attribute(f, "log_window_loss", state.log_window_loss);
+    h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
 
     h5::Handle param_group = make_group(f, "params", path);
     for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.values() + p.offset, p.shape, path);
@@ -117,7 +122,10 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
       for (const auto& p : params.list()) write_array(g.get(), p.name, buffer.values->data() + p.offset, p.shape, path);
     }
     h5::check<RuntimeError>(H5Fflush(f, H5F_SCOPE_GLOBAL), temp + ": flush failed (disk full?)");
-    // Closing writes the last metadata: check it instead of trusting the destructor.
+    // Closing writes the last metadata: close the groups, then check the file's
+    // close instead of trusting a destructor (with open objects it would be deferred).
+    param_group.reset();
+    optim_group.reset();
     h5::check<RuntimeError>(H5Fclose(file.get()), temp + ": close failed (disk full?)");
     file.release();
   } catch (...) {
@@ -129,6 +137,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
 
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer) {
   h5::silence_errors();
+  std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read checkpoint (" + std::strerror(errno) + ")");
   h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw InputError(path + ": not a readable HDF5 checkpoint (truncated or damaged?)");
@@ -146,6 +155,10 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   state.world_size = h5::read_int_attribute(f, "world_size", path);
   state.seed = static_cast<std::uint64_t>(h5::read_int_attribute(f, "seed", path));
   state.config_ini = h5::read_string_attribute(f, "config", path);
+  state.dataset_size = h5::read_int_attribute(f, "dataset_size", path);
+  state.skipped_steps = h5::read_int_attribute(f, "skipped_steps", path);
+  state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
+  state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
 
   // Stage everything, then commit: a failure leaves the model untouched.
   std::vector<float> values;

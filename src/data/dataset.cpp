@@ -253,6 +253,8 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
     read_mapped(indices, out);
     return;
   }
+  h5::silence_errors();  // this runs on the loader thread
+  std::lock_guard<std::mutex> hdf5(h5::library_mutex());
 
   // Read every distinct row once, in file order, then scatter into batch order.
   std::vector<std::size_t> order(n);

@@ -7,8 +7,14 @@
 namespace mpiddp::h5 {
 
 void silence_errors() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  thread_local bool silenced = false;
+  if (!silenced) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  silenced = true;
+}
+
+std::mutex& library_mutex() {
+  static std::mutex mutex;
+  return mutex;
 }
 
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }

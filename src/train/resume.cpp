@@ -1,6 +1,8 @@
 #include "mpiddp/train/resume.hpp"
 
 #include <cstdio>
+#include <map>
+#include <sstream>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/process_group.hpp"
@@ -8,10 +10,43 @@
 namespace mpiddp {
 namespace {
 
+// "section.key" -> value of an INI text as written by load_config.
+std::map<std::string, std::string> ini_values(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
+      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+    }
+  }
+  return values;
+}
+
+// The settings that fix which samples the remaining steps see, in which order.
+void check_same_sample_order(const std::string& path, const TrainingState& state, const Config& config,
+                             std::int64_t dataset_size, int world) {
+  auto refuse = [&](const std::string& what, const std::string& then, const std::string& now) {
+    throw InputError(path + ": written with " + what + " " + then + ", this job has " + now +
+                     "; the rest of the run would see other samples, so resume with the same " + what);
+  };
+  if (state.world_size != world) refuse("world size", std::to_string(state.world_size), std::to_string(world));
+  if (state.dataset_size != dataset_size)
+    refuse("training set size", std::to_string(state.dataset_size), std::to_string(dataset_size));
+  const auto then = ini_values(state.config_ini), now = ini_values(config.resolved_ini);
+  for (const char* key : {"train.seed", "train.batch_size", "train.accumulate", "data.shuffle", "data.drop_last"}) {
+    const auto a = then.find(key), b = now.find(key);
+    if (a != then.end() && b != now.end() && a->second != b->second) refuse(key, a->second, b->second);
+  }
+}
+
 // Rank 0's choice and contents, read under agree_or_fail so that a bad file ends
 // every rank with rank 0's message.
 std::optional<TrainingState> load_on_root(const std::string& resume, const CheckpointDirectory& directory,
-                                          ParameterStore& params, Optimizer& optimizer, int world) {
+                                          const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                          Optimizer& optimizer, int world) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
     candidates = directory.complete_checkpoints();
@@ -25,11 +60,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     try {
       TrainingState state = read_checkpoint(candidates[i], params, optimizer);
-      if (state.world_size != world)
-        throw InputError(candidates[i] + ": written by " + std::to_string(state.world_size) +
-                         " rank(s), this job has " + std::to_string(world) +
-                         "; the interrupted epoch's sample order depends on the world size, so resume with " +
-                         std::to_string(state.world_size) + " rank(s)");
+      check_same_sample_order(candidates[i], state, config, dataset_size, world);
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),
                   static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch),
                   static_cast<long long>(state.global_step));
@@ -37,8 +68,8 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
     } catch (const InputError& e) {
       // With `auto`, a damaged newest file falls back to the one before it.
       const bool last = i + 1 == candidates.size();
-      const bool world_mismatch = std::string(e.what()).find("rank(s), this job has") != std::string::npos;
-      if (resume != "auto" || last || world_mismatch) throw;
+      const bool other_run = std::string(e.what()).find("resume with the same") != std::string::npos;
+      if (resume != "auto" || last || other_run) throw;
       std::fprintf(stderr, "mpiddp: warning: skipping %s\n", e.what());
     }
   }
@@ -48,11 +79,12 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
 }  // namespace
 
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
-                                             ParameterStore& params, Optimizer& optimizer, Communicator& comm) {
+                                             const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                             Optimizer& optimizer, Communicator& comm) {
   if (resume.empty()) return std::nullopt;
   std::optional<TrainingState> state;
   agree_or_fail(comm, [&] {
-    if (comm.rank() == 0) state = load_on_root(resume, directory, params, optimizer, comm.size());
+    if (comm.rank() == 0) state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size());
   });
   std::int64_t header[6] = {};
   if (state) {

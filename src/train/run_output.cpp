@@ -42,9 +42,10 @@ RunOutput::RunOutput(const std::string& dir, const std::string& config_ini, std:
   if (resumed_step >= 0) {
     std::ifstream old(path);
     for (std::string line; std::getline(old, line);) {
+      if (line.empty() || line.back() != '}') continue;  // torn by a crash mid-write
       const bool eval = line.find("\"type\":\"eval\"") != std::string::npos;
-      if (eval ? number_after(line, "epoch") <= completed_epochs : number_after(line, "global_step") <= resumed_step)
-        kept += line + "\n";
+      const std::int64_t at = eval ? number_after(line, "epoch") : number_after(line, "global_step");
+      if (at >= 0 && at <= (eval ? completed_epochs : resumed_step)) kept += line + "\n";
     }
   }
   write_file_atomically(path, kept);

@@ -1,10 +1,13 @@
 #include "mpiddp/train/signals.hpp"
 
+#include <atomic>
 #include <csignal>
 
 namespace mpiddp {
 namespace {
-volatile std::sig_atomic_t received = 0;
+// Lock-free, so safe in a handler, and visible to every thread the signal may hit.
+std::atomic<int> received{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 extern "C" void on_stop_signal(int signal) { received = signal; }
 }  // namespace
 

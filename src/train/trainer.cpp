@@ -141,6 +141,10 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
         throw InputError(config.data.test + ": " + std::to_string(test_data->feature_dim()) +
                          " features per sample, but " + config.data.train + " has " +
                          std::to_string(train_data->feature_dim()));
+      if (!classification && test_data->target_dim() != train_data->target_dim())
+        throw InputError(config.data.test + ": " + std::to_string(test_data->target_dim()) +
+                         " regression targets per sample, but " + config.data.train + " has " +
+                         std::to_string(train_data->target_dim()));
     }
     if (classification) {
       int classes = config.model.classes > 0 ? config.model.classes : train_data->declared_classes();
@@ -170,7 +174,8 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   state.seed = config.train.seed;
   state.config_ini = config.resolved_ini;
   if (root) checkpoints.remove_stale_temporaries();
-  const auto resumed = resume_training(resume, checkpoints, params, *optimizer, comm);
+  state.dataset_size = train_data->size();
+  const auto resumed = resume_training(resume, checkpoints, config, state.dataset_size, params, *optimizer, comm);
   if (resumed) {
     state.epoch = resumed->epoch;
     state.step_in_epoch = resumed->step_in_epoch;
@@ -203,7 +208,14 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
                              config.checkpoint.every_minutes > 0.0;
   auto last_checkpoint_time = Clock::now();
   std::int64_t last_checkpoint_step = resumed ? state.global_step : -1;
+  double window_loss = 0.0, window_count = 0.0;  // see the training section
+  std::int64_t skipped_steps = 0;
   auto save_checkpoint = [&](bool epoch_boundary) {
+    double window[2] = {window_loss, window_count};
+    comm.allreduce_sum(window, 2);
+    state.log_window_loss = window[0];
+    state.log_window_samples = window[1];
+    state.skipped_steps = skipped_steps;
     agree_or_fail(comm, [&] {
       if (!root) return;
       const auto start = Clock::now();
@@ -224,7 +236,13 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   summary.world_size = comm.size();
   summary.global_batch = global_batch;
   double train_s = 0.0, data_wait_s = 0.0, local_samples = 0.0;
-  std::int64_t skipped_steps = 0;
+  // Loss and samples since the last progress record; a resumed run starts from
+  // the checkpoint's (rank 0 holds the all-rank totals) so its records match.
+  if (resumed && root) {
+    skipped_steps = resumed->skipped_steps;
+    window_loss = resumed->log_window_loss;
+    window_count = resumed->log_window_samples;
+  }
   Evaluation last_eval;
   bool evaluated = false;
 
@@ -247,7 +265,6 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
     BatchLoader loader(*train_data, std::move(order), static_cast<std::size_t>(config.train.batch_size),
                        static_cast<std::size_t>(config.data.prefetch));
 
-    double window_loss = 0.0, window_count = 0.0;
     auto window_start = Clock::now();
     const std::int64_t first_step = state.step_in_epoch;
     std::vector<Batch> micro;

@@ -55,6 +55,12 @@ expect_error label-out-of-range 2 "$WORK/badlabel/a.h5: row 60: label 7 outside 
   train --data.train "$WORK/badlabel" --data.shuffle false --train.batch_size 4 --run.dir "$WORK/run"
 expect_error label-out-of-range-3ranks 3 "label 7 outside [0, 3)" \
   train --data.train "$WORK/badlabel" --train.batch_size 4 --run.dir "$WORK/run"
+# Regression sets whose target widths differ.
+printf '1,2,3,4\n2,3,4,5\n3,4,5,6\n' > "$WORK/reg2.csv"; printf '1,2,3\n2,3,4\n' > "$WORK/reg1.csv"
+"$MPIDDP" shard --format csv --task regression --targets 2 --input "$WORK/reg2.csv" --out "$WORK/reg2" --shards 1 >/dev/null
+"$MPIDDP" shard --format csv --task regression --targets 1 --input "$WORK/reg1.csv" --out "$WORK/reg1" --shards 1 >/dev/null
+expect_error target-width 2 "$WORK/reg1: 1 regression targets per sample, but $WORK/reg2 has 2" \
+  train --data.train "$WORK/reg2" --data.test "$WORK/reg1" --data.task regression --run.dir "$WORK/run"
 # A test set with another feature width than the training set.
 expect_error test-width 2 "$WORK/shapes/b.h5" train --data.train "$WORK/good" --data.test "$WORK/shapes/b.h5"
 

@@ -58,8 +58,26 @@ run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/steps" --checkpoint.every_epo
 [ "$(ls "$WORK/steps/checkpoints"/ckpt-step-*.h5 | wc -l)" = 2 ] && pass "every_steps 20: steps 20 and 38 (final)" \
   || fail "every_steps: $(ls "$WORK/steps/checkpoints")"
 
-# A different world size is refused.
-expect_error world-change 3 "written by 2 rank(s), this job has 3" train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto
+# Progress records that straddle the stop (log_every 7, stop after step 51) match too.
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/straight7" --train.log_every 7 --train.epochs 2 >/dev/null 2>&1 \
+  || fail "straight log_every 7"
+rc=0; run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split7" --train.log_every 7 --train.epochs 2 \
+  --debug.fail_rank 0 --debug.fail_step 50 --debug.fail_mode signal >/dev/null 2>&1 || rc=$?
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split7" --train.log_every 7 --train.epochs 2 --resume auto \
+  >/dev/null 2>&1 || fail "resume log_every 7"
+[ "$rc" = 75 ] && diff <(train_losses "$WORK/straight7") <(train_losses "$WORK/split7") >/dev/null \
+  && pass "progress records across a mid-window stop identical (log_every 7)" || fail "log_every 7 records differ"
+
+# What fixes the sample order must not change: world size, seed, batch, accumulation, shuffle, data.
+expect_error world-change 3 "written with world size 2, this job has 3" train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto
+expect_error batch-change 2 "written with train.batch_size 16, this job has 32" \
+  train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto --train.batch_size 32
+expect_error seed-change 2 "written with train.seed 11, this job has 12" \
+  train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto --train.seed 12
+make_blobs_csv "$WORK/more.csv" 1300 1
+"$MPIDDP" shard --format csv --input "$WORK/more.csv" --out "$WORK/more" --shards 2 >/dev/null
+expect_error data-change 2 "written with training set size 1200, this job has 1300" \
+  train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto --data.train "$WORK/more"
 # Nothing to resume from: start fresh.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/fresh" --resume auto --train.epochs 1 > "$WORK/fresh.log" 2>&1 \
   && grep -q "no checkpoint in $WORK/fresh/checkpoints, starting from the beginning" "$WORK/fresh.log" \

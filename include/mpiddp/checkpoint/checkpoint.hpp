@@ -13,7 +13,7 @@
 
 namespace mpiddp {
 
-inline constexpr std::int64_t kCheckpointFormat = 2;
+inline constexpr std::int64_t kCheckpointFormat = 3;
 
 // Everything besides weights and optimizer buffers that a bit-exact resume needs.
 struct TrainingState {
@@ -24,6 +24,11 @@ struct TrainingState {
   std::int64_t world_size = 1;
   std::uint64_t seed = 0;          // train.seed: weights, sampler (seed + epoch), dropout
   std::string config_ini;          // the resolved input file of the run that wrote it
+  std::int64_t dataset_size = 0;   // training samples: the sampler's order depends on it
+  std::int64_t skipped_steps = 0;  // steps dropped by train.nonfinite = skip
+  // The progress record in progress: loss and samples (all ranks) since the last
+  // metrics.jsonl line, so a resumed run writes the same records.
+  double log_window_loss = 0.0, log_window_samples = 0.0;
 };
 
 // Writes `path` atomically (temporary file, fsync, rename, directory fsync).

@@ -4,6 +4,7 @@
 // object.
 #include <hdf5.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,14 @@ class Handle {
   Closer closer_ = nullptr;
 };
 
-// Turns HDF5's automatic error printing off (once per process).
+// Turns HDF5's automatic error printing off for the calling thread (thread-safe
+// HDF5 builds keep one error stack per thread).
 void silence_errors();
+
+// Held around HDF5 calls that may run while another thread uses HDF5 (the loader
+// thread's reads, the main thread's checkpoints): HDF5 builds that are not
+// thread-safe need it, thread-safe ones serialise the same way internally.
+std::mutex& library_mutex();
 
 // Throws `Error` with `what` when id < 0.
 template <class Error>

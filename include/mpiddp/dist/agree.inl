@@ -19,24 +19,24 @@ std::vector<std::int64_t> agree_step(Communicator& comm, Fn&& step, const std::v
     failure = std::current_exception();
     code = exit_code_of(e);
   }
-  // One all-reduce (MAX) carries: the lowest failing rank (as size - rank), its
-  // exit code, and the caller's flags.
-  std::vector<std::int64_t> slots(2 + flags.size());
-  slots[0] = failure ? comm.size() - comm.rank() : 0;
-  slots[1] = code;
-  for (std::size_t i = 0; i < flags.size(); ++i) slots[2 + i] = flags[i];
+  // One all-reduce (MAX) carries the lowest failing rank with its exit code, packed
+  // as (size - rank) * 256 + code so the maximum picks both from the same rank,
+  // and the caller's flags.
+  std::vector<std::int64_t> slots(1 + flags.size());
+  slots[0] = failure ? (comm.size() - comm.rank()) * std::int64_t{256} + code : 0;
+  for (std::size_t i = 0; i < flags.size(); ++i) slots[1 + i] = flags[i];
   comm.allreduce_max(slots.data(), slots.size());
   if (slots[0] != 0) {
-    if (comm.rank() == comm.size() - slots[0]) {
+    if (comm.rank() == comm.size() - slots[0] / 256) {
       try {
         std::rethrow_exception(failure);
       } catch (const std::exception& e) {
         report_error(comm.rank(), e.what());
       }
     }
-    throw JobFailed(static_cast<int>(slots[1]));
+    throw JobFailed(static_cast<int>(slots[0] % 256));
   }
-  return {slots.begin() + 2, slots.end()};
+  return {slots.begin() + 1, slots.end()};
 }
 
 template <class Fn>

@@ -5,14 +5,17 @@
 #include <string>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp {
 
 // `resume`: "" (fresh start), "auto" (newest complete checkpoint in `directory`,
-// fresh start if there is none), or a checkpoint path. Refuses a checkpoint
-// written by another world size. Returns nullopt for a fresh start.
+// fresh start if there is none), or a checkpoint path. Refuses a checkpoint whose
+// sample order differs from this run's: another world size, data set size, seed,
+// batch size, accumulation, shuffle or drop_last. Returns nullopt for a fresh start.
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
-                                             ParameterStore& params, Optimizer& optimizer, Communicator& comm);
+                                             const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                             Optimizer& optimizer, Communicator& comm);
 
 }  // namespace mpiddp
