@@ -58,6 +58,12 @@ run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/steps" --checkpoint.every_epo
 [ "$(ls "$WORK/steps/checkpoints"/ckpt-step-*.h5 | wc -l)" = 2 ] && pass "every_steps 20: steps 20 and 38 (final)" \
   || fail "every_steps: $(ls "$WORK/steps/checkpoints")"
 
+# Wall-clock checkpoints: rank 0's clock decides, every rank follows (0.1 s here).
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/timed" --checkpoint.every_epochs 0 --checkpoint.every_minutes 0.0017 \
+  --checkpoint.keep 0 --model.hidden 512,512 --train.log_every 100 --train.epochs 20 > "$WORK/timed.log" 2>&1 || fail "timed run"
+timed=$(ls "$WORK/timed/checkpoints"/ckpt-step-*.h5 | wc -l)
+[ "$timed" -ge 3 ] && pass "every_minutes: $timed checkpoints during the run" || fail "every_minutes: $timed checkpoints"
+
 # Progress records that straddle the stop (log_every 7, stop after step 51) match too.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/straight7" --train.log_every 7 --train.epochs 2 >/dev/null 2>&1 \
   || fail "straight log_every 7"
