@@ -19,7 +19,8 @@ class Mpiddp(CMakePackage, CudaPackage):
     maintainers("mpiddp")
     license("MIT")
 
-    version("main", branch="main")
+    # `main` is preferred until the first release is tagged; then drop preferred=True.
+    version("main", branch="main", preferred=True)
     # Placeholder for the first tagged release: replace the commit with the tag's
     # commit when v0.1.0 is tagged (Spack needs it to trust a git tag).
     version("0.1.0", tag="v0.1.0", commit="0000000000000000000000000000000000000000")
