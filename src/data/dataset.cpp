@@ -203,16 +203,17 @@ void ShardedDataset::check_not_truncated(const Shard& shard) const {
 void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch& out) {
   const std::size_t n = indices.size();
   const float scale = static_cast<float>(scale_);
-  const Shard* last_checked = nullptr;
+  // One size check per shard per batch (not per sample: indices jump between shards).
+  std::vector<bool> checked(shards_.size(), false);
   for (std::size_t p = 0; p < n; ++p) {
     const std::int64_t g = indices[p];
     if (g < 0 || g >= size_) throw RuntimeError("sample index " + std::to_string(g) + " outside the data set");
     const auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
                                      [](std::int64_t v, const Shard& s) { return v < s.first; });
     const Shard& shard = *(it - 1);
-    if (&shard != last_checked) {
+    if (const auto s = static_cast<std::size_t>(it - 1 - shards_.begin()); !checked[s]) {
       check_not_truncated(shard);
-      last_checked = &shard;
+      checked[s] = true;
     }
     const auto row = static_cast<std::size_t>(g - shard.first);
     const unsigned char* base = shard.mapping.base;

@@ -43,10 +43,8 @@ void scale(float* data, std::size_t count, float factor) {
 
 #ifdef MPIDDP_HAVE_OPENBLAS_THREADS
 void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
-int blas_threads() { return openblas_get_num_threads(); }
 #else
 void set_blas_threads(int) {}  // this BLAS reads its thread count from the environment
-int blas_threads() { return 0; }
 #endif
 
 }  // namespace mpiddp::cpu

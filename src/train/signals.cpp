@@ -23,6 +23,5 @@ void install_stop_signal_handlers() {
 }
 
 bool stop_requested() { return received != 0; }
-int stop_signal() { return received; }
 
 }  // namespace mpiddp

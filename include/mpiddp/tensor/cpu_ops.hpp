@@ -16,6 +16,5 @@ void scale(float* data, std::size_t count, float factor);
 
 // Sets the BLAS library's thread count for this process.
 void set_blas_threads(int threads);
-int blas_threads();
 
 }  // namespace mpiddp::cpu

@@ -6,6 +6,5 @@ namespace mpiddp {
 
 void install_stop_signal_handlers();
 bool stop_requested();
-int stop_signal();  // the signal number received, 0 if none
 
 }  // namespace mpiddp
