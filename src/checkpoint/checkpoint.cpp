@@ -111,7 +111,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
 
     h5::Handle param_group = make_group(f, "params", path);
-    for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.values() + p.offset, p.shape, path);
+    for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.host_values() + p.offset, p.shape, path);
 
     h5::Handle optim_group = make_group(f, "optimizer", path);
     h5::write_string_attribute(optim_group.get(), "name", optimizer.name());
@@ -119,7 +119,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     for (const auto& buffer : optimizer.state()) {
       if (buffer.values->empty()) continue;  // not created yet (no step taken, or no momentum)
       h5::Handle g = make_group(optim_group.get(), buffer.name.c_str(), path);
-      for (const auto& p : params.list()) write_array(g.get(), p.name, buffer.values->data() + p.offset, p.shape, path);
+      for (const auto& p : params.list()) write_array(g.get(), p.name, buffer.values->host().data() + p.offset, p.shape, path);
     }
     h5::check<RuntimeError>(H5Fflush(f, H5F_SCOPE_GLOBAL), temp + ": flush failed (disk full?)");
     // Closing writes the last metadata: close the groups, then check the file's
@@ -178,10 +178,12 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
     read_arrays(f, group, params, staged[i], path);
     present[i] = true;
   }
-  std::copy(values.begin(), values.end(), params.values());
+  std::copy(values.begin(), values.end(), params.host_values());
+  params.push_values();
   for (std::size_t i = 0; i < buffers.size(); ++i) {
-    if (present[i]) *buffers[i].values = std::move(staged[i]);
-    else buffers[i].values->clear();
+    if (present[i]) buffers[i].values->host() = std::move(staged[i]);
+    else buffers[i].values->host().clear();
+    buffers[i].values->push();
   }
   optimizer.set_steps_taken(steps);
   return state;

@@ -9,6 +9,7 @@
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/tensor/cpu_ops.hpp"
 #include "mpiddp/tensor/matrix.hpp"
 
@@ -16,7 +17,30 @@ namespace po = boost::program_options;
 
 namespace mpiddp {
 
+namespace {
+int bench_matmul(const std::vector<std::string>& args) {
+  std::string precision = "bf16";
+  int size = 8192, device = 0;
+  double seconds = 2.0;
+  po::options_description options("mpiddp bench matmul");
+  options.add_options()("help,h", "show this help")
+      ("precision", po::value(&precision)->default_value(precision), "fp32 | tf32 | bf16")
+      ("size", po::value(&size)->default_value(size), "m = n = k")
+      ("device", po::value(&device)->default_value(device), "GPU ordinal")
+      ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
+  po::variables_map values;
+  if (!parse_command_options(args, options, values)) return kExitOk;
+  const CudaProbe probe = probe_cuda();
+  if (probe.count == 0) throw InputError("bench matmul needs a GPU: " + probe.problem);
+  const double tflops = cuda_matmul_tflops(device, parse_precision(precision), size, seconds);
+  std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s\n", size, size, size, precision.c_str(),
+              cuda_device_info(device).name.c_str(), tflops);
+  return kExitOk;
+}
+}  // namespace
+
 int command_bench(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "matmul") return bench_matmul({args.begin() + 1, args.end()});
   std::string hidden = "256,128";
   int inputs = 784, outputs = 10, batch = 64, threads = 1;
   double seconds = 2.0;
@@ -28,7 +52,8 @@ int command_bench(const std::vector<std::string>& args) {
       ("batch", po::value(&batch)->default_value(batch), "samples per step")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
-  if (args.empty() || args[0] != "gemm") throw InputError("usage: mpiddp bench gemm [options] (see --help)");
+  if (args.empty() || args[0] != "gemm")
+    throw InputError("usage: mpiddp bench gemm|matmul|mlp [options] (see --help)");
   po::variables_map values;
   if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
   std::vector<int> widths = {inputs};  // the input-file parser checks the width list

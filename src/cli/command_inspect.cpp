@@ -5,6 +5,7 @@
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
+#include "mpiddp/device/cuda.hpp"
 
 namespace po = boost::program_options;
 
@@ -37,15 +38,29 @@ int inspect_sampler(const std::vector<std::string>& args) {
   std::printf("%s\n", line.c_str());
   return kExitOk;
 }
+// What train.device = auto would find, for job scripts and for the gpu tests.
+int inspect_devices() {
+  std::printf("mpiddp %s: CUDA %s, NCCL %s\n", MPIDDP_VERSION, built_with_cuda() ? "yes" : "no",
+              built_with_nccl() ? "yes" : "no");
+  const CudaProbe probe = probe_cuda();
+  std::printf("usable GPUs: %d%s%s\n", probe.count, probe.problem.empty() ? "" : " - ", probe.problem.c_str());
+  for (int i = 0; i < probe.count; ++i) {
+    const CudaDeviceInfo info = cuda_device_info(i);
+    std::printf("GPU %d: %s, PCI %s, %.1f GiB\n", i, info.name.c_str(), info.pci_bus_id.c_str(), info.memory_gib);
+  }
+  return kExitOk;
+}
 }  // namespace
 
 int command_inspect(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: mpiddp inspect sampler --size N [--world W --rank R --seed S --epoch E --drop-last --no-shuffle]\n");
+    std::printf("usage: mpiddp inspect sampler --size N [--world W --rank R --seed S --epoch E --drop-last --no-shuffle]\n"
+                "       mpiddp inspect devices\n");
     return args.empty() ? kExitInputError : kExitOk;
   }
   if (args[0] == "sampler") return inspect_sampler({args.begin() + 1, args.end()});
-  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler)");
+  if (args[0] == "devices") return inspect_devices();
+  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler, devices)");
 }
 
 }  // namespace mpiddp

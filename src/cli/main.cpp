@@ -1,5 +1,6 @@
-// mpiddp: one binary, subcommands. MPI is initialised only for `train`, so
-// `shard` and `inspect` run anywhere without a launcher.
+// mpiddp: one binary, subcommands. MPI is initialised only for `train` and
+// `bench mlp`, so `shard`, `inspect` and the other benchmarks run anywhere
+// without a launcher.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,7 +19,10 @@ const char* kUsage =
     "  train CONFIG.ini [--section.key value ...]   data-parallel training (launch with mpirun/srun)\n"
     "  shard --format idx|csv ... --out DIR           convert a data set into HDF5 shards\n"
     "  inspect sampler --size N --world W --rank R    print a rank's DistributedSampler indices\n"
-    "  bench gemm [--batch B --hidden W,...]          speed limit of the MLP's matrix products\n"
+    "  inspect devices                                the GPUs this process can use\n"
+    "  bench gemm [--batch B --hidden W,...]          speed limit of the MLP's matrix products (CPU)\n"
+    "  bench matmul [--precision bf16 --size N]       a large GPU matrix product's TFLOP/s\n"
+    "  bench mlp [--device cuda --comm both ...]      training-step speed on synthetic data (mpirun/srun)\n"
     "  version                                        print the version\n"
     "\n"
     "`mpiddp COMMAND --help` describes a command's arguments.\n";
@@ -41,7 +45,8 @@ int main(int argc, char** argv) {
     std::printf("mpiddp %s\n", MPIDDP_VERSION);
     return kExitOk;
   }
-  if (command == "shard" || command == "inspect" || command == "bench") {
+  const bool mpi_bench = command == "bench" && !args.empty() && args[0] == "mlp";
+  if (command == "shard" || command == "inspect" || (command == "bench" && !mpi_bench)) {
     try {
       if (command == "bench") return command_bench(args);
       return command == "shard" ? command_shard(args) : command_inspect(args);
@@ -50,7 +55,7 @@ int main(int argc, char** argv) {
       return exit_code_of(e);
     }
   }
-  if (command != "train") {
+  if (command != "train" && !mpi_bench) {
     std::fprintf(stderr, "mpiddp: error: unknown command '%s'\n%s", command.c_str(), kUsage);
     return kExitInputError;
   }
@@ -61,7 +66,7 @@ int main(int argc, char** argv) {
   {
     ProcessGroup group(&argc, &argv);
     try {
-      exit_code = command_train(args, group);
+      exit_code = mpi_bench ? command_bench_mlp({args.begin() + 1, args.end()}, group) : command_train(args, group);
     } catch (const JobFailed& failed) {
       // Every rank agreed on the failure and the owner printed it: finish cleanly.
       exit_code = failed.exit_code;

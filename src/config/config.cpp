@@ -82,7 +82,9 @@ void describe(Schema& s, Config& c) {
   s.add("train.log_every", &c.train.log_every, "optimizer steps between progress lines");
   s.add("train.eval", &c.train.eval, "evaluate data.test after each epoch");
   s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks");
-  s.add("train.device", &c.train.device, "cpu");
+  s.add("train.device", &c.train.device, "auto | cpu | cuda (auto: a usable GPU, else the CPU)");
+  s.add("train.precision", &c.train.precision, "fp32 | tf32 | bf16 matrix products (tf32, bf16: cuda)");
+  s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");
   s.add("train.max_steps", &c.train.max_steps, "stop after this many optimizer steps, 0 = none");
   s.add("train.nonfinite", &c.train.nonfinite, "NaN/Inf loss or gradient: stop | skip");
   s.add("optim.name", &c.optim.name, "sgd | adamw");
@@ -100,7 +102,8 @@ void describe(Schema& s, Config& c) {
   s.add("optim.min_lr", &c.optim.min_lr, "cosine schedule: final learning rate");
   s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)");
   s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)");
-  s.add("dist.backend", &c.dist.backend, "mpi");
+  s.add("ddp.allreduce_dtype", &c.ddp.allreduce_dtype, "fp32 | bf16 (bf16: dist.backend = nccl)");
+  s.add("dist.backend", &c.dist.backend, "auto | mpi | nccl (auto: nccl on GPUs when built with it)");
   s.add("dist.timeout_s", &c.dist.timeout_s, "collective timeout in seconds, 0 = none");
   s.add("run.dir", &c.run.dir, "output directory");
   s.add("checkpoint.every_epochs", &c.checkpoint.every_epochs, "checkpoint every N epochs, 0 = not by epochs");
@@ -167,7 +170,8 @@ void validate(Config& c, const std::string& where) {
   require_at_least(where, "train.log_every", c.train.log_every, 1);
   require_at_least(where, "train.threads", c.train.threads, 0);
   require_at_least<std::int64_t>(where, "train.max_steps", c.train.max_steps, 0);
-  require_one_of(where, "train.device", c.train.device, {"cpu"});
+  require_one_of(where, "train.device", c.train.device, {"auto", "cpu", "cuda"});
+  require_one_of(where, "train.precision", c.train.precision, {"fp32", "tf32", "bf16"});
   require_one_of(where, "optim.name", c.optim.name, {"sgd", "adamw"});
   if (!(c.optim.lr > 0.0)) bad(where, "optim.lr", "must be positive");
   if (!(c.optim.momentum >= 0.0 && c.optim.momentum < 1.0)) bad(where, "optim.momentum", "must be in [0, 1)");
@@ -181,7 +185,14 @@ void validate(Config& c, const std::string& where) {
   require_at_least(where, "optim.min_lr", c.optim.min_lr, 0.0);
   if (!(c.ddp.first_bucket_mb > 0.0)) bad(where, "ddp.first_bucket_mb", "must be positive");
   if (!(c.ddp.bucket_mb > 0.0)) bad(where, "ddp.bucket_mb", "must be positive");
-  require_one_of(where, "dist.backend", c.dist.backend, {"mpi"});
+  require_one_of(where, "dist.backend", c.dist.backend, {"auto", "mpi", "nccl"});
+  require_one_of(where, "ddp.allreduce_dtype", c.ddp.allreduce_dtype, {"fp32", "bf16"});
+  if (c.ddp.allreduce_dtype == "bf16" && c.dist.backend == "mpi")
+    bad(where, "ddp.allreduce_dtype", "bf16 needs dist.backend = nccl (MPI has no bf16 sum)");
+  if (c.train.device == "cpu" && c.dist.backend == "nccl")
+    bad(where, "dist.backend", "nccl needs train.device = cuda (or auto on a GPU node)");
+  if (c.train.device == "cpu" && c.train.precision != "fp32")
+    bad(where, "train.precision", c.train.precision + " needs train.device = cuda (the CPU computes in fp32)");
   if (c.run.dir.empty()) bad(where, "run.dir", "must not be empty");
   require_at_least(where, "checkpoint.every_epochs", c.checkpoint.every_epochs, 0);
   require_at_least<std::int64_t>(where, "checkpoint.every_steps", c.checkpoint.every_steps, 0);

@@ -1,13 +1,16 @@
 #include "mpiddp/ddp/reducer.hpp"
 
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/tensor/cpu_ops.hpp"
 
 namespace mpiddp {
 
 GradientReducer::GradientReducer(ParameterStore& params, Communicator& comm, std::size_t first_bucket_bytes,
-                                 std::size_t bucket_bytes)
-    : params_(params), comm_(comm), bucket_of_(params.list().size()) {
+                                 std::size_t bucket_bytes, GradientTransport* transport)
+    : params_(params),
+      comm_(comm),
+      owned_transport_(transport ? nullptr : make_mpi_transport(comm, params.device())),
+      transport_(transport ? transport : owned_transport_.get()),
+      bucket_of_(params.list().size()) {
   const auto& list = params.list();
   std::size_t cap = first_bucket_bytes;
   Bucket current;
@@ -42,12 +45,14 @@ void GradientReducer::synchronize_parameters() {
   if (mismatches != 0)
     throw RuntimeError("model parameters differ across ranks (rank " + std::to_string(comm_.rank()) +
                        (root == mine ? " matches rank 0" : " differs from rank 0") + ")");
-  comm_.broadcast(params_.values(), params_.total() * sizeof(float), 0);
+  params_.pull_values();
+  comm_.broadcast(params_.host_values(), params_.total() * sizeof(float), 0);
+  params_.push_values();
 }
 
 void GradientReducer::prepare(bool sync, int micro_batches) {
   sync_ = sync;
-  scale_ = 1.0f / static_cast<float>(comm_.size() * micro_batches);
+  scale_ = 1.0f / static_cast<float>(transport_->size() * micro_batches);
   for (auto& b : buckets_) b.ready = 0;
   next_to_launch_ = 0;
 }
@@ -65,18 +70,14 @@ void GradientReducer::launch_ready_buckets() {
     float* data = params_.grads() + b.begin;
     const std::size_t count = b.end - b.begin;
     // Pre-divide, then SUM: the result is the mean over ranks and micro-batches.
-    cpu::scale(data, count, scale_);
-    ++next_to_launch_;
-    if (comm_.size() == 1) continue;
-    if (next_to_launch_ == buckets_.size()) {
-      // Nothing is left to overlap with the last bucket: the blocking all-reduce
-      // is faster than the non-blocking one (about half the time in Open MPI).
-      const auto start = std::chrono::steady_clock::now();
-      comm_.allreduce_sum(data, count);
-      wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } else {
-      b.pending = comm_.start_allreduce_sum(data, count);
-    }
+    if (scale_ != 1.0f) params_.device().scale(data, count, scale_);
+    const std::size_t index = next_to_launch_++;
+    if (transport_->size() == 1 && !reduce_single_rank_) continue;
+    const bool last = next_to_launch_ == buckets_.size();
+    const auto start = std::chrono::steady_clock::now();
+    b.pending = transport_->start(index, data, count, last);
+    // A blocking transfer (the last bucket over MPI) is time spent waiting.
+    if (last) wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 }
 

@@ -2,10 +2,12 @@
 
 #include <stdexcept>
 
+#include "mpiddp/device/device.hpp"
+
 namespace mpiddp {
 
 std::size_t ParameterStore::add(const std::string& name, std::vector<std::size_t> shape) {
-  if (!values_.empty()) throw std::logic_error("ParameterStore::add after allocate");
+  if (device_) throw std::logic_error("ParameterStore::add after allocate");
   Parameter p;
   p.name = name;
   p.shape = std::move(shape);
@@ -17,9 +19,12 @@ std::size_t ParameterStore::add(const std::string& name, std::vector<std::size_t
   return params_.size() - 1;
 }
 
-void ParameterStore::allocate() {
-  values_.assign(pending_total_, 0.0f);
-  grads_.assign(pending_total_, 0.0f);
+void ParameterStore::allocate(Device* device) {
+  device_ = device ? device : &cpu_device();
+  values_.bind(*device_);
+  grads_.bind(*device_);
+  values_.assign_zeros(pending_total_);
+  grads_.assign_zeros(pending_total_);
 }
 
 std::string ParameterStore::signature() const {

@@ -4,16 +4,25 @@
 
 namespace mpiddp {
 
-Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed)
-    : layers_(std::move(layers)), activations_(layers_.size() + 1), in_features_(in_features) {
+Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed,
+                       Device* device)
+    : layers_(std::move(layers)),
+      device_(device ? device : &cpu_device()),
+      grad_a_(device_),
+      grad_b_(device_),
+      grad_output_(device_),
+      in_features_(in_features) {
+  for (std::size_t i = 0; i <= layers_.size(); ++i) activations_.emplace_back(device_);
   std::size_t width = in_features;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->bind(*device_);
     layers_[i]->declare(params_, "layers." + std::to_string(i), width);
     width = layers_[i]->out_features(width);
   }
   out_features_ = width;
-  params_.allocate();
+  params_.allocate(device_);
   for (auto& layer : layers_) layer->initialize(params_, seed);
+  params_.push_values();  // initial values are drawn on the host
 }
 
 const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
@@ -54,7 +63,7 @@ std::string Sequential::describe() const {
 }
 
 std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
-                                      std::uint64_t seed) {
+                                      std::uint64_t seed, Device* device) {
   std::vector<std::unique_ptr<Layer>> layers;
   for (int width : model.hidden_sizes) {
     layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
@@ -62,7 +71,7 @@ std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_f
     if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));
   }
   layers.push_back(std::make_unique<Linear>(out_features));
-  return std::make_unique<Sequential>(std::move(layers), in_features, seed);
+  return std::make_unique<Sequential>(std::move(layers), in_features, seed, device);
 }
 
 }  // namespace mpiddp

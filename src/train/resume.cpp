@@ -106,12 +106,15 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
     state->world_size = comm.size();
     optimizer.set_steps_taken(header[5]);
   }
-  comm.broadcast(params.values(), params.total() * sizeof(float), 0);
+  // Host copies travel over MPI (rank 0 read them), then go to each device.
+  comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);
+  params.push_values();
   for (auto& buffer : optimizer.state()) {
     std::uint64_t size = buffer.values->size();
     comm.broadcast(&size, sizeof(size), 0);
-    buffer.values->resize(size);
-    if (size) comm.broadcast(buffer.values->data(), size * sizeof(float), 0);
+    buffer.values->host().resize(size);
+    if (size) comm.broadcast(buffer.values->host().data(), size * sizeof(float), 0);
+    buffer.values->push();
   }
   return state;
 }

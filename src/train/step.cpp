@@ -1,57 +1,49 @@
 #include "mpiddp/train/step.hpp"
 
-#include <bit>
-#include <cstdint>
-
-#include "mpiddp/common/simd.hpp"
-
 namespace mpiddp {
 
 namespace {
-LossResult apply_loss(const Matrix& output, const Batch& batch, bool classification, Matrix* grad) {
-  return classification ? softmax_cross_entropy(output, batch.class_ids.data(), grad)
-                        : mean_squared_error(output, batch.targets.data(), grad);
+// Adds the loss of `output` to the device's running sums; grad (may be null)
+// receives d(mean loss)/d(output).
+void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, bool classification, Matrix* grad) {
+  const int n = static_cast<int>(output.rows()), width = static_cast<int>(output.cols());
+  if (grad) grad->resize(output.rows(), output.cols());
+  float* g = grad ? grad->data() : nullptr;
+  if (classification) device.softmax_cross_entropy(output.data(), batch.labels, g, n, width);
+  else device.mean_squared_error(output.data(), batch.targets, g, n, width);
 }
 }  // namespace
 
 LossResult forward_backward(Sequential& model, GradientReducer& reducer, const StepInputs& in) {
+  Device& device = model.device();
   auto& micro = *in.micro_batches;
   const int count = static_cast<int>(micro.size());
-  LossResult total;
-  Matrix grad_output;
+  Matrix& grad_output = model.output_grad();
   ForwardContext ctx = in.context;
   for (int i = 0; i < count; ++i) {
     // Only the last micro-batch reduces (DDP's no_sync for the others).
     reducer.prepare(i + 1 == count, count);
-    const Matrix& output = model.forward(micro[i].features, ctx);
-    const LossResult r = apply_loss(output, micro[i], in.classification, &grad_output);
+    const StagedBatch batch = device.stage(micro[i], i % 2);
+    const Matrix& output = model.forward(*batch.features, ctx);
+    apply_loss(device, output, batch, in.classification, &grad_output);
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
-    total.loss_sum += r.loss_sum;
-    total.correct += r.correct;
-    total.count += r.count;
+    device.done_with_stage(i % 2);
     ++ctx.counter;
   }
   reducer.finish();
-  return total;
+  return device.take_loss();  // the step's one wait for the device
 }
 
-MPIDDP_VECTOR_CLONES
-bool gradients_finite(const ParameterStore& params) {
-  const float* g = params.grads();
-  // NaN and Inf are the floats whose exponent bits are all ones; an integer OR
-  // reduction vectorises (a float one would not, without fast-math).
-  std::uint32_t all_ones = 0;
-  for (std::size_t i = 0; i < params.total(); ++i) {
-    const std::uint32_t exponent = std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u;
-    all_ones |= exponent == 0x7f800000u;
-  }
-  return all_ones == 0;
-}
+bool gradients_finite(ParameterStore& params) { return params.device().all_finite(params.grads(), params.total()); }
 
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification) {
+  Device& device = model.device();
   ForwardContext ctx;
   ctx.training = false;
-  return apply_loss(model.forward(batch.features, ctx), batch, classification, nullptr);
+  const StagedBatch staged = device.stage(batch, 0);
+  apply_loss(device, model.forward(*staged.features, ctx), staged, classification, nullptr);
+  device.done_with_stage(0);
+  return device.take_loss();
 }
 
 }  // namespace mpiddp

@@ -20,6 +20,7 @@
 #include "mpiddp/data/loader.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/ddp/reducer.hpp"
+#include "mpiddp/device/select.hpp"
 #include "mpiddp/tensor/cpu_ops.hpp"
 #include "mpiddp/dist/watchdog.hpp"
 #include "mpiddp/train/resume.hpp"
@@ -42,26 +43,22 @@ int blas_threads_for(const TrainConfig& train, int local_size) {
   return std::max(1, cores / std::max(1, local_size));
 }
 
-void print_banner(const Config& config, ProcessGroup& group, const ShardedDataset& train,
+void print_banner(const Config& config, Communicator& comm, const ComputeSetup& compute, const ShardedDataset& train,
                   const ShardedDataset* test, const Sequential& model, int threads) {
-  Communicator& comm = group.world();
-  // Every rank's (host, local rank) so the mapping is visible in the job log.
-  struct Placement {
-    char host[64];
-    int local_rank, local_size;
-  } mine{}, *all = nullptr;
-  std::snprintf(mine.host, sizeof(mine.host), "%s", group.host().c_str());
-  mine.local_rank = group.local_rank();
-  mine.local_size = group.local_size();
-  std::vector<Placement> placements(static_cast<std::size_t>(comm.size()));
-  all = placements.data();
-  comm.allgather(&mine, sizeof(mine), all);
   if (comm.rank() != 0) return;
   std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
-  std::printf("world %d rank(s), backend %s, device %s, %d BLAS thread(s) per rank\n", comm.size(),
-              comm.backend_name().c_str(), config.train.device.c_str(), threads);
-  for (int r = 0; r < comm.size(); ++r)
-    std::printf("  rank %d: host %s, local rank %d of %d\n", r, all[r].host, all[r].local_rank, all[r].local_size);
+  if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
+  std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank\n",
+              comm.size(), compute.device->is_host() ? "cpu" : "cuda", precision_name(compute.device->precision()),
+              compute.transport->name().c_str(), threads);
+  // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
+  for (const Placement& p : compute.placements) {
+    std::printf("  rank %d: host %s, local rank %d of %d", p.rank, p.host, p.local_rank, p.local_size);
+    if (p.device >= 0)
+      std::printf(", GPU %d (PCI %s, CUDA_VISIBLE_DEVICES=%s)", p.device, p.pci_bus_id, p.visible);
+    std::printf("\n");
+  }
+  if (!compute.device->is_host()) std::printf("rank 0 device: %s\n", compute.device->describe().c_str());
   std::printf("train data: %s\n", train.describe().c_str());
   if (test) std::printf("test data: %s\n", test->describe().c_str());
   std::printf("model: %s (%zu parameters)\n", model.describe().c_str(), model.parameters().total());
@@ -161,12 +158,16 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
                        std::to_string(comm.size()) + " ranks with data.drop_last");
   });
 
-  auto model = build_mlp(config.model, train_data->feature_dim(), outputs, config.train.seed);
+  // Declared before the model: the device outlives everything allocated on it.
+  ComputeSetup compute = setup_compute(config, group);
+  std::unique_ptr<Sequential> model;
+  agree_or_fail(comm, [&] { model = build_mlp(config.model, train_data->feature_dim(), outputs, config.train.seed,
+                                              compute.device); });
   ParameterStore& params = model->parameters();
   GradientReducer reducer(params, comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),
-                          static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0));
+                          static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0), compute.transport.get());
   agree_or_fail(comm, [&] { reducer.synchronize_parameters(); });
-  auto optimizer = make_optimizer(config.optim);
+  auto optimizer = make_optimizer(config.optim, compute.device);
   CheckpointDirectory checkpoints(config.run.dir + "/checkpoints", config.checkpoint.keep,
                                   config.checkpoint.keep_every_epochs);
   TrainingState state;
@@ -188,7 +189,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
                                            state.epoch);
   });
-  print_banner(config, group, *train_data, test_data ? &*test_data : nullptr, *model, threads);
+  print_banner(config, comm, compute, *train_data, test_data ? &*test_data : nullptr, *model, threads);
 
   const std::int64_t per_rank = samples_per_rank(train_data->size(), comm.size(), config.data.drop_last);
   const std::int64_t batches_per_epoch = (per_rank + config.train.batch_size - 1) / config.train.batch_size;
@@ -216,6 +217,8 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
     state.log_window_loss = window[0];
     state.log_window_samples = window[1];
     state.skipped_steps = skipped_steps;
+    params.pull_values();  // checkpoints hold the host copies
+    optimizer->pull_state();
     agree_or_fail(comm, [&] {
       if (!root) return;
       const auto start = Clock::now();

@@ -10,20 +10,20 @@ TEST_CASE("SGD with momentum, weight decay and Nesterov", "[optim]") {
   float p[] = {1.0f, -2.0f};
   const float g[] = {0.5f, 0.25f};
   SECTION("plain") {
-    Sgd sgd(0.0, false, 0.0);
+    Sgd sgd(cpu_device(), 0.0, false, 0.0);
     sgd.step(p, g, 2, 0.1);
     CHECK(p[0] == Approx(0.95f));
     CHECK(p[1] == Approx(-2.025f));
   }
   SECTION("momentum: buffer starts at the first gradient") {
-    Sgd sgd(0.9, false, 0.0);
+    Sgd sgd(cpu_device(), 0.9, false, 0.0);
     sgd.step(p, g, 2, 0.1);  // buf = g
     CHECK(p[0] == Approx(1.0 - 0.1 * 0.5));
     sgd.step(p, g, 2, 0.1);  // buf = 0.9 * 0.5 + 0.5 = 0.95
     CHECK(p[0] == Approx(0.95 - 0.1 * 0.95));
   }
   SECTION("nesterov and weight decay") {
-    Sgd sgd(0.9, true, 0.01);
+    Sgd sgd(cpu_device(), 0.9, true, 0.01);
     sgd.step(p, g, 2, 0.1);  // d = 0.5 + 0.01; buf = d; update d + 0.9 buf
     const double d = 0.5 + 0.01 * 1.0;
     CHECK(p[0] == Approx(1.0 - 0.1 * (d + 0.9 * d)));
@@ -33,7 +33,7 @@ TEST_CASE("SGD with momentum, weight decay and Nesterov", "[optim]") {
 TEST_CASE("AdamW follows torch.optim.AdamW", "[optim]") {
   float p[] = {1.0f};
   const float g1[] = {0.5f}, g2[] = {-0.25f};
-  AdamW adam(0.9, 0.999, 1e-8, 0.1);
+  AdamW adam(cpu_device(), 0.9, 0.999, 1e-8, 0.1);
   const double lr = 0.01;
   adam.step(p, g1, 1, lr);
   double m = 0.1 * 0.5, v = 0.001 * 0.25, ref = 1.0 * (1 - lr * 0.1);

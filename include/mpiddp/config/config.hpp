@@ -35,7 +35,9 @@ struct TrainConfig {
   int log_every = 50;                // optimizer steps between progress lines
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
-  std::string device = "cpu";        // cpu (cuda: see the GPU path)
+  std::string device = "auto";       // auto (a usable GPU, else the CPU) | cpu | cuda
+  std::string precision = "fp32";    // fp32 | tf32 | bf16 (tf32, bf16: cuda only)
+  bool share_device = false;         // allow more ranks than GPUs on a node (dist.backend = mpi)
   std::string nonfinite = "stop";    // NaN/Inf loss or gradient: stop | skip (drop that step)
   std::int64_t max_steps = 0;        // stop after this many optimizer steps, 0 = no limit
 };
@@ -59,10 +61,11 @@ struct OptimConfig {
 struct DdpConfig {
   double first_bucket_mb = 1.0;      // PyTorch DDP's first bucket cap (MiB)
   double bucket_mb = 25.0;           // later buckets (MiB)
+  std::string allreduce_dtype = "fp32";  // fp32 | bf16 (nccl: buckets travel as bf16)
 };
 
 struct DistConfig {
-  std::string backend = "mpi";       // mpi (nccl: see the GPU path)
+  std::string backend = "auto";      // auto (nccl on GPUs when built with it, else mpi) | mpi | nccl
   double timeout_s = 300.0;          // a collective waiting longer ends the job, 0 = never
 };
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "mpiddp/ddp/transport.hpp"
 #include "mpiddp/dist/communicator.hpp"
 #include "mpiddp/nn/parameters.hpp"
 
@@ -26,8 +27,14 @@ struct Bucket {
 
 class GradientReducer {
  public:
+  // `comm` carries the control messages (parameter check and broadcast) over MPI;
+  // gradients go through `transport` (MPI on the parameters' device when null).
   GradientReducer(ParameterStore& params, Communicator& comm, std::size_t first_bucket_bytes,
-                  std::size_t bucket_bytes);
+                  std::size_t bucket_bytes, GradientTransport* transport = nullptr);
+
+  // Reduce even with one rank (to measure the transport's cost in benchmarks).
+  void set_reduce_single_rank(bool on) { reduce_single_rank_ = on; }
+  const GradientTransport& transport() const { return *transport_; }
 
   // Sets rank 0's parameter values on every rank (DDP's construction-time
   // broadcast) after checking that every rank built the same parameter list.
@@ -50,6 +57,9 @@ class GradientReducer {
 
   ParameterStore& params_;
   Communicator& comm_;
+  std::unique_ptr<GradientTransport> owned_transport_;
+  GradientTransport* transport_;
+  bool reduce_single_rank_ = false;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter index -> bucket
   std::size_t next_to_launch_ = 0;

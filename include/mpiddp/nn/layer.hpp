@@ -1,11 +1,13 @@
 #pragma once
 // A layer with explicit forward and backward. Layers own no parameter memory:
-// they register parameters in a ParameterStore and keep their indices.
+// they register parameters in a ParameterStore and keep their indices. All
+// arithmetic goes through the bound Device, so a layer runs on CPU or GPU alike.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mpiddp/device/device.hpp"
 #include "mpiddp/nn/parameters.hpp"
 #include "mpiddp/tensor/matrix.hpp"
 
@@ -23,6 +25,11 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual std::string kind() const = 0;
+  // The device every forward and backward runs on (set by Sequential).
+  void bind(Device& device) {
+    device_ = &device;
+    on_bind();
+  }
   // Width of the output for an input of width `in`.
   virtual std::size_t out_features(std::size_t in) const { return in; }
   // Registers parameters under `prefix` (e.g. "layers.0").
@@ -36,6 +43,13 @@ class Layer {
                         bool accumulate) = 0;
   // Parameter indices this layer owns (ready for reduction after its backward).
   virtual std::vector<std::size_t> parameter_indices() const { return {}; }
+
+ protected:
+  Device& device() const { return *device_; }
+  virtual void on_bind() {}  // e.g. move scratch buffers to the device
+
+ private:
+  Device* device_ = &cpu_device();
 };
 
 }  // namespace mpiddp

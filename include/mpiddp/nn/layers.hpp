@@ -20,11 +20,8 @@ class Linear final : public Layer {
  private:
   std::size_t in_ = 0, out_;
   std::size_t weight_ = 0, bias_ = 0;
-  const float* w_ = nullptr;
-  const float* b_ = nullptr;
+  ParameterStore* params_ = nullptr;
 };
-
-enum class ActivationKind { relu, gelu, tanh };
 ActivationKind parse_activation(const std::string& name);
 
 class Activation final : public Layer {
@@ -44,15 +41,18 @@ class Activation final : public Layer {
 class Dropout final : public Layer {
  public:
   Dropout(double p, std::uint64_t layer_id) : p_(p), layer_id_(layer_id) {}
+
   std::string kind() const override { return "Dropout"; }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
 
  private:
+  void on_bind() override { mask_ = Matrix(&device()); }
+
   double p_;
   std::uint64_t layer_id_;
-  std::vector<float> mask_;  // 0 or 1/(1-p), from the last training forward
+  Matrix mask_{nullptr};  // 0 or 1/(1-p), from the last training forward (on the device after bind)
   bool masked_ = false;
 };
 

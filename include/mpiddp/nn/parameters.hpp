@@ -2,10 +2,14 @@
 // All trainable parameters of a model live in one flat buffer, and their
 // gradients in a second one with the same layout. Layers keep views into them.
 // This makes the optimizer one loop, the initial broadcast one call, and lets
-// the DDP reducer's buckets be plain ranges of the gradient buffer.
+// the DDP reducer's buckets be plain ranges of the gradient buffer. The buffers
+// live on the model's device; the host copies serve initialisation, broadcasts
+// and checkpoints (see FlatBuffer).
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include "mpiddp/device/flat_buffer.hpp"
 
 namespace mpiddp {
 
@@ -21,23 +25,35 @@ class ParameterStore {
   // Registration order is fixed by the model description and is the order of
   // the flat buffers; the reducer buckets it in reverse.
   std::size_t add(const std::string& name, std::vector<std::size_t> shape);
-  void allocate();  // after the last add()
+  // After the last add(): zeroed buffers on `device` (the CPU when null).
+  void allocate(Device* device = nullptr);
+  Device& device() const { return *device_; }
 
   const std::vector<Parameter>& list() const { return params_; }
   std::size_t total() const { return values_.size(); }
+  // Where the device computes (host memory on the CPU).
   float* values() { return values_.data(); }
   const float* values() const { return values_.data(); }
   float* grads() { return grads_.data(); }
   const float* grads() const { return grads_.data(); }
   float* value(std::size_t index) { return values_.data() + params_[index].offset; }
   float* grad(std::size_t index) { return grads_.data() + params_[index].offset; }
+  // Host copies: pull_*() refreshes them from the device, push_values() sends
+  // host edits to the device. No-ops on the CPU, where they are the same memory.
+  float* host_values() { return values_.host().data(); }
+  const float* host_values() const { return values_.host().data(); }
+  const float* host_grads() const { return grads_.host().data(); }
+  void pull_values() { values_.pull(); }
+  void pull_grads() { grads_.pull(); }
+  void push_values() { values_.push(); }
 
   // A text that differs whenever names, shapes or order differ (cross-rank check).
   std::string signature() const;
 
  private:
   std::vector<Parameter> params_;
-  std::vector<float> values_, grads_;
+  Device* device_ = nullptr;
+  FlatBuffer values_, grads_;
   std::size_t pending_total_ = 0;
 };
 

@@ -11,7 +11,13 @@ namespace mpiddp {
 
 class Sequential {
  public:
-  Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed);
+  // Parameters and activations live on `device` (the CPU when null).
+  Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed,
+             Device* device = nullptr);
+
+  Device& device() const { return *device_; }
+  // Scratch for dL/d(output), on the model's device.
+  Matrix& output_grad() { return grad_output_; }
 
   ParameterStore& parameters() { return params_; }
   const ParameterStore& parameters() const { return params_; }
@@ -33,7 +39,8 @@ class Sequential {
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Matrix> activations_;  // activations_[i + 1] is the output of layer i
-  Matrix grad_a_, grad_b_;
+  Device* device_;
+  Matrix grad_a_, grad_b_, grad_output_;
   const Matrix* first_input_ = nullptr;
   ParameterStore params_;
   std::size_t in_features_, out_features_;
@@ -41,6 +48,6 @@ class Sequential {
 
 // MLP from [model]: Linear + activation (+ Dropout) per hidden width, then Linear.
 std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
-                                      std::uint64_t seed);
+                                      std::uint64_t seed, Device* device = nullptr);
 
 }  // namespace mpiddp

@@ -7,32 +7,46 @@
 #include <vector>
 
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/device/device.hpp"
+#include "mpiddp/device/flat_buffer.hpp"
 
 namespace mpiddp {
 
-// A named state buffer of an optimizer, for checkpoints.
+// A named state buffer of an optimizer, for checkpoints. Empty until created
+// (first step); pull() before reading its host copy, push() after changing it.
 struct OptimizerState {
   std::string name;
-  std::vector<float>* values;
+  FlatBuffer* values;
 };
 
+// Parameters, gradients and state are on the optimizer's device: the update is
+// one fused pass over the flat buffers there.
 class Optimizer {
  public:
+  explicit Optimizer(Device& device) : device_(device) {}
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
   virtual void step(float* params, const float* grads, std::size_t count, double lr) = 0;
   virtual std::vector<OptimizerState> state() = 0;
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
+  void pull_state() {
+    for (auto& s : state()) s.values->pull();
+  }
+  void push_state() {
+    for (auto& s : state()) s.values->push();
+  }
 
  protected:
+  Device& device_;
   std::int64_t steps_ = 0;
 };
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(double momentum, bool nesterov, double weight_decay)
-      : momentum_(momentum), nesterov_(nesterov), weight_decay_(weight_decay) {}
+  Sgd(Device& device, double momentum, bool nesterov, double weight_decay)
+      : Optimizer(device), momentum_(momentum), nesterov_(nesterov), weight_decay_(weight_decay),
+        momentum_buffer_(device) {}
   std::string name() const override { return "sgd"; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"momentum", &momentum_buffer_}}; }
@@ -41,23 +55,25 @@ class Sgd final : public Optimizer {
   double momentum_;
   bool nesterov_;
   double weight_decay_;
-  std::vector<float> momentum_buffer_;
+  FlatBuffer momentum_buffer_;
 };
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(double beta1, double beta2, double eps, double weight_decay)
-      : beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {}
+  AdamW(Device& device, double beta1, double beta2, double eps, double weight_decay)
+      : Optimizer(device), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), m_(device),
+        v_(device) {}
   std::string name() const override { return "adamw"; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}}; }
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;
-  std::vector<float> m_, v_;
+  FlatBuffer m_, v_;
 };
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& config);
+// On `device` (the CPU when null).
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& config, Device* device = nullptr);
 
 // Learning rate as a function of the optimizer step (0-based).
 class LrSchedule {

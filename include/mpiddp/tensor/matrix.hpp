@@ -27,29 +27,49 @@ struct DefaultInitAllocator : std::allocator<T> {
   }
 };
 
+class Device;
+
+// Storage is host memory unless the Matrix was created for a non-host Device; then
+// data() is device memory, and row()/at() (host accessors) must not be used.
 class Matrix {
  public:
   Matrix() = default;
   Matrix(std::size_t rows, std::size_t cols) { resize(rows, cols); }
+  // An empty matrix whose storage will live on `device` (host memory for the CPU).
+  explicit Matrix(Device* device);
+  Matrix(const Matrix& other);
+  Matrix& operator=(const Matrix& other);
+  Matrix(Matrix&& other) noexcept;
+  Matrix& operator=(Matrix&& other) noexcept;
+  ~Matrix();
 
+  // Growing device storage does not keep the old contents (nothing needs them).
   void resize(std::size_t rows, std::size_t cols) {
     rows_ = rows;
     cols_ = cols;
-    if (storage_.size() < rows * cols) storage_.resize(rows * cols);
+    if (device_) reserve_on_device(rows * cols);
+    else if (storage_.size() < rows * cols) storage_.resize(rows * cols);
   }
   std::size_t rows() const { return rows_; }
   std::size_t cols() const { return cols_; }
   std::size_t size() const { return rows_ * cols_; }
-  float* data() { return storage_.data(); }
-  const float* data() const { return storage_.data(); }
+  bool on_device() const { return device_ != nullptr; }
+  float* data() { return device_ ? device_data_ : storage_.data(); }
+  const float* data() const { return device_ ? device_data_ : storage_.data(); }
   float* row(std::size_t r) { return storage_.data() + r * cols_; }
   const float* row(std::size_t r) const { return storage_.data() + r * cols_; }
   float& at(std::size_t r, std::size_t c) { return storage_[r * cols_ + c]; }
   float at(std::size_t r, std::size_t c) const { return storage_[r * cols_ + c]; }
 
  private:
+  void reserve_on_device(std::size_t count);
+  void release_device();
+
   std::size_t rows_ = 0, cols_ = 0;
   std::vector<float, DefaultInitAllocator<float>> storage_;
+  Device* device_ = nullptr;  // set only for non-host devices
+  float* device_data_ = nullptr;
+  std::size_t device_capacity_ = 0;
 };
 
 }  // namespace mpiddp

@@ -27,7 +27,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
 
 // True when every gradient is finite. The gradients are already reduced, so
 // every rank reaches the same answer without communicating.
-bool gradients_finite(const ParameterStore& params);
+bool gradients_finite(ParameterStore& params);
 
 // Loss (and correct count) of `batch` without touching gradients.
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification);

@@ -1,0 +1,100 @@
+#pragma once
+// The per-element and per-row math of training, written once for the CPU loops
+// and the CUDA kernels (see hd.hpp). Each function follows PyTorch's formula.
+#include <math.h>
+
+#include <cstdint>
+
+#include "mpiddp/common/random.hpp"
+#include "mpiddp/device/hd.hpp"
+
+namespace mpiddp {
+
+enum class ActivationKind { relu, gelu, tanh };
+
+namespace ew {
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+// ---- activations: forward value and dL/dx from (x, y = f(x), dL/dy) ----
+MPIDDP_HD float relu(float x) { return x > 0.0f ? x : 0.0f; }
+MPIDDP_HD float relu_grad(float x, float, float g) { return x > 0.0f ? g : 0.0f; }
+// Exact (erf) GELU, PyTorch's default.
+MPIDDP_HD float gelu(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+MPIDDP_HD float gelu_grad(float x, float, float g) {
+  const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+  const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+  return g * (cdf + x * pdf);
+}
+MPIDDP_HD float tanh_value(float x) { return tanhf(x); }
+MPIDDP_HD float tanh_grad(float, float y, float g) { return g * (1.0f - y * y); }
+
+// ---- inverted dropout: element i keeps with probability 1 - p ----
+MPIDDP_HD float dropout_mask(std::uint64_t key, std::uint64_t i, float p, float keep_scale) {
+  return CounterRng(key).uniform(i) < p ? 0.0f : keep_scale;
+}
+
+// ---- optimizers (torch.optim.SGD and AdamW, float arithmetic like PyTorch's kernels) ----
+struct SgdCoefficients {
+  float rate, weight_decay, momentum;
+  bool first, nesterov, has_buffer;
+};
+MPIDDP_HD void sgd_update(float& param, float grad, float* buffer, const SgdCoefficients& k) {
+  float g = grad + k.weight_decay * param;
+  if (k.has_buffer) {
+    // PyTorch starts the buffer at the first gradient rather than at zero.
+    const float b = k.first ? g : k.momentum * *buffer + g;
+    *buffer = b;
+    g = k.nesterov ? g + k.momentum * b : b;
+  }
+  param -= k.rate * g;
+}
+
+struct AdamWCoefficients {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_sqrt_bias2, eps;
+};
+MPIDDP_HD void adamw_update(float& param, float grad, float& m, float& v, const AdamWCoefficients& k) {
+  const float mi = k.beta1 * m + k.one_minus_beta1 * grad;
+  const float vi = k.beta2 * v + k.one_minus_beta2 * grad * grad;
+  m = mi;
+  v = vi;
+  const float denom = sqrtf(vi) * k.inv_sqrt_bias2 + k.eps;
+  param = param * k.decay - k.step_size * mi / denom;
+}
+
+// ---- losses, one sample (row) at a time ----
+// Softmax cross-entropy of one row of logits z[0..c) against `label`: returns
+// the loss, sets *correct when the arg-max is the label, and writes
+// d(mean loss)/dz = (softmax - onehot) * inv_n into g when g is not null.
+// Log-sum-exp in double, so the loss is the same on every device.
+MPIDDP_HD double softmax_cross_entropy_row(const float* z, int c, int label, float inv_n, float* g, bool* correct) {
+  int top = 0;
+  for (int k = 1; k < c; ++k)
+    if (z[k] > z[top]) top = k;
+  double sum = 0.0;
+  for (int k = 0; k < c; ++k) sum += exp(static_cast<double>(z[k] - z[top]));
+  const double log_sum = log(sum) + z[top];
+  *correct = top == label;
+  if (g) {
+    for (int k = 0; k < c; ++k) g[k] = static_cast<float>(exp(static_cast<double>(z[k]) - log_sum)) * inv_n;
+    g[label] -= inv_n;
+  }
+  return log_sum - z[label];
+}
+
+// Squared error of one row against its targets, divided by the row width
+// (PyTorch's MSELoss 'mean' is the mean of these over rows); g gets
+// d(mean loss)/d(output) = scale * diff with scale = 2 / (n * t).
+MPIDDP_HD double squared_error_row(const float* y, const float* target, int t, float scale, float* g) {
+  double sum = 0.0;
+  for (int k = 0; k < t; ++k) {
+    const float diff = y[k] - target[k];
+    sum += static_cast<double>(diff) * diff;
+    if (g) g[k] = scale * diff;
+  }
+  return sum / static_cast<double>(t);
+}
+
+}  // namespace ew
+}  // namespace mpiddp

@@ -1,0 +1,136 @@
+// `mpiddp bench mlp`: training-step speed of an MLP on synthetic data through
+// the real code path (device, reducer, transport, optimizer), run under
+// mpirun/srun. With --comm both it times each step with the gradient all-reduce
+// and with none at all, so the exposed communication cost is the difference.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "mpiddp/cli/commands.hpp"
+#include "mpiddp/cli/options.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/common/random.hpp"
+#include "mpiddp/device/select.hpp"
+#include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/train/step.hpp"
+
+namespace po = boost::program_options;
+
+namespace mpiddp {
+namespace {
+
+// Lets the reducer skip communication entirely (the "no communication" baseline).
+class NoTransport final : public GradientTransport {
+ public:
+  std::string name() const override { return "none"; }
+  int size() const override { return 1; }
+  std::unique_ptr<PendingReduction> start(std::size_t, float*, std::size_t, bool) override { return nullptr; }
+};
+
+struct Timing {
+  double step_s = 0.0;
+};
+
+}  // namespace
+
+int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group) {
+  std::string hidden = "256,128", device = "auto", precision = "fp32", backend = "auto", comm_mode = "both";
+  std::string allreduce_dtype = "fp32";
+  int inputs = 784, outputs = 10, batch = 64, steps = 50, warmup = 5;
+  po::options_description options("mpiddp bench mlp (run under mpirun/srun)");
+  options.add_options()("help,h", "show this help")
+      ("hidden", po::value(&hidden)->default_value(hidden), "hidden widths")
+      ("inputs", po::value(&inputs)->default_value(inputs), "input features")
+      ("outputs", po::value(&outputs)->default_value(outputs), "classes")
+      ("batch", po::value(&batch)->default_value(batch), "samples per rank per step")
+      ("steps", po::value(&steps)->default_value(steps), "timed steps")
+      ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
+      ("device", po::value(&device)->default_value(device), "train.device")
+      ("precision", po::value(&precision)->default_value(precision), "train.precision")
+      ("backend", po::value(&backend)->default_value(backend), "dist.backend")
+      ("allreduce-dtype", po::value(&allreduce_dtype)->default_value(allreduce_dtype), "ddp.allreduce_dtype")
+      ("comm", po::value(&comm_mode)->default_value(comm_mode),
+       "on (all-reduce every step, even on 1 rank) | none | both");
+  po::variables_map values;
+  bool run = false;
+  agree_or_fail(group.world(), [&] {
+    run = parse_command_options(args, options, values);
+    if (comm_mode != "on" && comm_mode != "none" && comm_mode != "both")
+      throw InputError("--comm must be on, none or both");
+  });
+  if (!run) return kExitOk;
+  Config config;
+  agree_or_fail(group.world(), [&] {
+    config = load_config("", {"--data.train", "synthetic", "--model.hidden", hidden, "--train.device", device,
+                              "--train.precision", precision, "--dist.backend", backend, "--ddp.allreduce_dtype",
+                              allreduce_dtype, "--optim.name", "adamw"});
+  });
+  Communicator& comm = group.world();
+  ComputeSetup compute = setup_compute(config, group);
+  auto model = build_mlp(config.model, static_cast<std::size_t>(inputs), static_cast<std::size_t>(outputs), 1,
+                         compute.device);
+  auto optimizer = make_optimizer(config.optim, compute.device);
+
+  // One synthetic batch per rank, staged every step like real data.
+  std::vector<Batch> micro(1);
+  micro[0].features.resize(static_cast<std::size_t>(batch), static_cast<std::size_t>(inputs));
+  micro[0].class_ids.resize(static_cast<std::size_t>(batch));
+  CounterRng rng(static_cast<std::uint64_t>(comm.rank()) + 11);
+  for (std::size_t i = 0; i < micro[0].features.size(); ++i) micro[0].features.data()[i] = rng.uniform(i) - 0.5f;
+  for (int i = 0; i < batch; ++i) micro[0].class_ids[i] = static_cast<std::int32_t>(rng.bits(i) % outputs);
+
+  std::vector<int> widths = {inputs};
+  for (int w : config.model.hidden_sizes) widths.push_back(w);
+  widths.push_back(outputs);
+  double flops = 0.0;  // per rank per step: forward, weight gradients, input gradients (none for layer 0)
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l)
+    flops += 2.0 * batch * widths[l] * widths[l + 1] * (l == 0 ? 2 : 3);
+
+  NoTransport none;
+  auto time_steps = [&](bool communicate) {
+    GradientReducer reducer(model->parameters(), comm, 1 << 20, 25 << 20,
+                            communicate ? compute.transport.get() : &none);
+    reducer.set_reduce_single_rank(communicate);
+    StepInputs in;
+    in.micro_batches = &micro;
+    in.lr = 1e-4;
+    auto one_step = [&] {
+      forward_backward(*model, reducer, in);
+      if (gradients_finite(model->parameters()))
+        optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
+    };
+    for (int i = 0; i < warmup; ++i) one_step();
+    compute.device->synchronize();
+    comm.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) one_step();
+    compute.device->synchronize();
+    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The slowest rank sets the pace.
+    const double slowest = static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(local * 1e9))) / 1e9;
+    return Timing{slowest / steps};
+  };
+
+  Timing with{}, without{};
+  if (comm_mode != "none") with = time_steps(true);
+  if (comm_mode != "on") without = time_steps(false);
+  if (comm.rank() == 0) {
+    std::printf("bench mlp: %d-%s-%d, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s\n",
+                inputs, hidden.c_str(), outputs, batch, comm.size(), compute.device->describe().c_str(),
+                precision_name(compute.device->precision()), compute.transport->name().c_str());
+    std::printf("%-22s %12s %14s %12s\n", "mode", "step ms", "samples/s", "TFLOP/s");
+    auto row = [&](const char* mode, const Timing& t) {
+      std::printf("%-22s %12.3f %14.0f %12.2f\n", mode, t.step_s * 1e3, batch * comm.size() / t.step_s,
+                  flops * comm.size() / t.step_s / 1e12);
+    };
+    if (comm_mode != "none") row("with all-reduce", with);
+    if (comm_mode != "on") row("no communication", without);
+    if (comm_mode == "both")
+      std::printf("exposed communication: %.1f%% of the step\n",
+                  100.0 * std::max(0.0, with.step_s - without.step_s) / with.step_s);
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,242 @@
+// mpiddp's CUDA kernels. Element-wise work uses grid-stride loops over the
+// shared math in elementwise.hpp; reductions use a fixed order so results are
+// the same from run to run (no floating-point atomics).
+#include "check.hpp"
+#include "kernels.hpp"
+
+namespace mpiddp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::size_t n) {
+  const std::size_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+}
+
+#define MPIDDP_GRID_STRIDE(i, n) \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+__global__ void broadcast_rows_kernel(const float* bias, float* y, int n, int out) {
+  MPIDDP_GRID_STRIDE(i, static_cast<std::size_t>(n) * out) y[i] = bias[i % out];
+}
+
+__global__ void fill_kernel(float* data, std::size_t n, float value) {
+  MPIDDP_GRID_STRIDE(i, n) data[i] = value;
+}
+
+template <ActivationKind K>
+__device__ float activate(float x) {
+  if constexpr (K == ActivationKind::relu) return ew::relu(x);
+  else if constexpr (K == ActivationKind::gelu) return ew::gelu(x);
+  else return ew::tanh_value(x);
+}
+
+template <ActivationKind K>
+__device__ float activate_grad(float x, float y, float g) {
+  if constexpr (K == ActivationKind::relu) return ew::relu_grad(x, y, g);
+  else if constexpr (K == ActivationKind::gelu) return ew::gelu_grad(x, y, g);
+  else return ew::tanh_grad(x, y, g);
+}
+
+template <ActivationKind K>
+__global__ void activation_forward_kernel(const float* x, float* y, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) y[i] = activate<K>(x[i]);
+}
+
+template <ActivationKind K>
+__global__ void activation_backward_kernel(const float* x, const float* y, const float* dy, float* dx, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) dx[i] = activate_grad<K>(x[i], y[i], dy[i]);
+}
+
+__global__ void dropout_kernel(const float* x, float* y, float* mask, std::size_t n, std::uint64_t key, float p,
+                               float keep) {
+  MPIDDP_GRID_STRIDE(i, n) {
+    mask[i] = ew::dropout_mask(key, i, p, keep);
+    y[i] = x[i] * mask[i];
+  }
+}
+
+__global__ void multiply_kernel(const float* a, const float* b, float* out, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+__global__ void scale_kernel(float* data, std::size_t n, float factor) {
+  MPIDDP_GRID_STRIDE(i, n) data[i] *= factor;
+}
+
+__global__ void to_bf16_kernel(const float* in, __nv_bfloat16* out, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+__global__ void from_bf16_kernel(const __nv_bfloat16* in, float* out, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) out[i] = __bfloat162float(in[i]);
+}
+
+__global__ void softmax_rows_kernel(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
+                                    double* row_loss, int* row_correct) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const std::size_t at = static_cast<std::size_t>(r) * c;
+  bool correct = false;
+  row_loss[r] = ew::softmax_cross_entropy_row(logits + at, c, labels[r], 1.0f / static_cast<float>(n),
+                                              grad ? grad + at : nullptr, &correct);
+  if (row_correct) row_correct[r] = correct ? 1 : 0;
+}
+
+__global__ void squared_error_rows_kernel(const float* y, const float* targets, float* grad, int n, int t,
+                                          double* row_loss) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const std::size_t at = static_cast<std::size_t>(r) * t;
+  const float scale = 2.0f / (static_cast<float>(n) * static_cast<float>(t));
+  row_loss[r] = ew::squared_error_row(y + at, targets + at, t, scale, grad ? grad + at : nullptr);
+}
+
+// One block: each thread sums a fixed stride of rows, then a fixed tree.
+__global__ void sum_rows_kernel(const double* row_loss, const int* row_correct, int n, LossScalars* sums) {
+  __shared__ double loss[kThreads];
+  __shared__ unsigned long long correct[kThreads];
+  double l = 0.0;
+  unsigned long long k = 0;
+  for (int r = threadIdx.x; r < n; r += kThreads) {
+    l += row_loss[r];
+    if (row_correct) k += static_cast<unsigned long long>(row_correct[r]);
+  }
+  loss[threadIdx.x] = l;
+  correct[threadIdx.x] = k;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      loss[threadIdx.x] += loss[threadIdx.x + half];
+      correct[threadIdx.x] += correct[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums->loss_sum += loss[0];
+    sums->correct += correct[0];
+    sums->count += static_cast<unsigned long long>(n);
+  }
+}
+
+__global__ void sgd_kernel(float* params, const float* grads, float* buffer, std::size_t n, ew::SgdCoefficients k) {
+  MPIDDP_GRID_STRIDE(i, n) ew::sgd_update(params[i], grads[i], buffer ? buffer + i : nullptr, k);
+}
+
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, std::size_t n,
+                             ew::AdamWCoefficients k) {
+  MPIDDP_GRID_STRIDE(i, n) ew::adamw_update(params[i], grads[i], m[i], v[i], k);
+}
+
+__global__ void nonfinite_kernel(const float* data, std::size_t n, LossScalars* sums) {
+  bool bad = false;
+  MPIDDP_GRID_STRIDE(i, n) bad = bad || !isfinite(data[i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(&sums->nonfinite, 1);  // OR: order does not matter
+}
+
+}  // namespace
+
+void broadcast_rows(const float* bias, float* y, int n, int out, cudaStream_t s) {
+  broadcast_rows_kernel<<<blocks_for(static_cast<std::size_t>(n) * out), kThreads, 0, s>>>(bias, y, n, out);
+  check_launch("broadcast_rows");
+}
+
+void fill(float* data, std::size_t n, float value, cudaStream_t s) {
+  fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(data, n, value);
+  check_launch("fill");
+}
+
+void activation_forward(ActivationKind kind, const float* x, float* y, std::size_t n, cudaStream_t s) {
+  switch (kind) {
+    case ActivationKind::relu:
+      activation_forward_kernel<ActivationKind::relu><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+      break;
+    case ActivationKind::gelu:
+      activation_forward_kernel<ActivationKind::gelu><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+      break;
+    case ActivationKind::tanh:
+      activation_forward_kernel<ActivationKind::tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+      break;
+  }
+  check_launch("activation_forward");
+}
+
+void activation_backward(ActivationKind kind, const float* x, const float* y, const float* dy, float* dx,
+                         std::size_t n, cudaStream_t s) {
+  switch (kind) {
+    case ActivationKind::relu:
+      activation_backward_kernel<ActivationKind::relu><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
+      break;
+    case ActivationKind::gelu:
+      activation_backward_kernel<ActivationKind::gelu><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
+      break;
+    case ActivationKind::tanh:
+      activation_backward_kernel<ActivationKind::tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
+      break;
+  }
+  check_launch("activation_backward");
+}
+
+void dropout_forward(const float* x, float* y, float* mask, std::size_t n, std::uint64_t key, float p, float keep,
+                     cudaStream_t s) {
+  dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, mask, n, key, p, keep);
+  check_launch("dropout_forward");
+}
+
+void multiply(const float* a, const float* b, float* out, std::size_t n, cudaStream_t s) {
+  multiply_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
+  check_launch("multiply");
+}
+
+void scale(float* data, std::size_t n, float factor, cudaStream_t s) {
+  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(data, n, factor);
+  check_launch("scale");
+}
+
+void to_bf16(const float* in, __nv_bfloat16* out, std::size_t n, cudaStream_t s) {
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n);
+  check_launch("to_bf16");
+}
+
+void from_bf16(const __nv_bfloat16* in, float* out, std::size_t n, cudaStream_t s) {
+  from_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n);
+  check_launch("from_bf16");
+}
+
+void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
+                           double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s) {
+  softmax_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(logits, labels, grad, n, c, row_loss,
+                                                                         row_correct);
+  check_launch("softmax_cross_entropy");
+  sum_rows_kernel<<<1, kThreads, 0, s>>>(row_loss, row_correct, n, sums);
+  check_launch("sum_rows");
+}
+
+void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t, double* row_loss,
+                        LossScalars* sums, cudaStream_t s) {
+  squared_error_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(y, targets, grad, n, t, row_loss);
+  check_launch("mean_squared_error");
+  sum_rows_kernel<<<1, kThreads, 0, s>>>(row_loss, nullptr, n, sums);
+  check_launch("sum_rows");
+}
+
+void sgd_update(float* params, const float* grads, float* buffer, std::size_t n, const ew::SgdCoefficients& k,
+                cudaStream_t s) {
+  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, buffer, n, k);
+  check_launch("sgd_update");
+}
+
+void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n,
+                  const ew::AdamWCoefficients& k, cudaStream_t s) {
+  adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, m, v, n, k);
+  check_launch("adamw_update");
+}
+
+void find_nonfinite(const float* data, std::size_t n, LossScalars* sums, cudaStream_t s) {
+  nonfinite_kernel<<<blocks_for(n), kThreads, 0, s>>>(data, n, sums);
+  check_launch("find_nonfinite");
+}
+
+}  // namespace mpiddp::cuda

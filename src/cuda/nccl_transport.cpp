@@ -1,0 +1,142 @@
+// NCCL all-reduce of gradient buckets. The unique id travels from rank 0 over
+// MPI; each bucket's all-reduce runs on a dedicated stream, ordered after the
+// compute stream's "gradients ready" event, so it overlaps the rest of backward;
+// the compute stream (the optimizer) waits on the bucket's "reduced" event.
+#include <nccl.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "check.hpp"
+#include "cuda_device.hpp"
+#include "mpiddp/device/cuda.hpp"
+#include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/dist/watchdog.hpp"
+
+namespace mpiddp {
+
+bool built_with_nccl() { return true; }
+
+namespace {
+
+void check_nccl(ncclResult_t status, const char* what) {
+  if (status != ncclSuccess) throw RuntimeError(std::string("NCCL: ") + what + ": " + ncclGetErrorString(status));
+}
+
+class NcclTransport final : public GradientTransport {
+ public:
+  NcclTransport(Communicator& control, cuda::CudaDevice& device, bool bf16, double timeout_s)
+      : device_(device), bf16_(bf16), timeout_s_(timeout_s), rank_(control.rank()), size_(control.size()) {
+    ncclUniqueId id{};
+    if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    control.broadcast(&id, sizeof(id), 0);  // MPI_Bcast
+    cuda::check(cudaSetDevice(device.ordinal()), "cudaSetDevice");
+    {
+      // A peer that never arrives would block here forever: the watchdog ends the job.
+      Watchdog::Scope scope("ncclCommInitRank");
+      check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+    }
+    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate (communication)");
+    device.set_wait_check([this](double waited) { check_health(waited); });
+  }
+
+  ~NcclTransport() override {
+    device_.set_wait_check(nullptr);
+    cudaStreamSynchronize(stream_);
+    {
+      Watchdog::Scope scope("ncclCommFinalize");
+      ncclCommFinalize(comm_);
+    }
+    ncclCommDestroy(comm_);
+    for (auto& b : buckets_) {
+      if (b.ready) cudaEventDestroy(b.ready);
+      if (b.done) cudaEventDestroy(b.done);
+      if (b.bf16) cudaFree(b.bf16);
+    }
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return bf16_ ? "nccl (bf16 buckets)" : "nccl"; }
+  int size() const override { return size_; }
+
+  std::unique_ptr<PendingReduction> start(std::size_t bucket, float* data, std::size_t count, bool) override {
+    BucketState& b = state_of(bucket, count);
+    cuda::check(cudaEventRecord(b.ready, device_.compute_stream()), "cudaEventRecord (bucket ready)");
+    cuda::check(cudaStreamWaitEvent(stream_, b.ready, 0), "cudaStreamWaitEvent (bucket ready)");
+    if (bf16_) {
+      // Already divided by the world size (like PyTorch's bf16 compression hook), so the sum cannot overflow.
+      cuda::to_bf16(data, b.bf16, count, stream_);
+      check_nccl(ncclAllReduce(b.bf16, b.bf16, count, ncclBfloat16, ncclSum, comm_, stream_), "ncclAllReduce (bf16)");
+      cuda::from_bf16(b.bf16, data, count, stream_);
+    } else {
+      check_nccl(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+    }
+    cuda::check(cudaEventRecord(b.done, stream_), "cudaEventRecord (bucket reduced)");
+    return std::make_unique<Reduced>(device_.compute_stream(), b.done);
+  }
+
+ private:
+  struct BucketState {
+    cudaEvent_t ready = nullptr, done = nullptr;
+    __nv_bfloat16* bf16 = nullptr;
+  };
+
+  // wait() does not block the host: the compute stream waits for the bucket.
+  class Reduced final : public PendingReduction {
+   public:
+    Reduced(cudaStream_t compute, cudaEvent_t done) : compute_(compute), done_(done) {}
+    void wait() override { cuda::check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent (bucket reduced)"); }
+
+   private:
+    cudaStream_t compute_;
+    cudaEvent_t done_;
+  };
+
+  BucketState& state_of(std::size_t bucket, std::size_t count) {
+    if (buckets_.size() <= bucket) buckets_.resize(bucket + 1);
+    BucketState& b = buckets_[bucket];
+    if (!b.ready) {
+      cuda::check(cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming), "cudaEventCreate");
+      cuda::check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
+      if (bf16_) cuda::check(cudaMalloc(reinterpret_cast<void**>(&b.bf16), count * sizeof(__nv_bfloat16)), "cudaMalloc");
+    }
+    return b;
+  }
+
+  // Called while the host waits for the GPU: an NCCL failure, or a wait past
+  // dist.timeout_s (a peer died or hangs), aborts NCCL and the whole job.
+  void check_health(double waited) {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t status = ncclCommGetAsyncError(comm_, &async);
+    std::string problem;
+    if (status != ncclSuccess) problem = std::string("ncclCommGetAsyncError failed: ") + ncclGetErrorString(status);
+    else if (async != ncclSuccess && async != ncclInProgress)
+      problem = std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
+    else if (timeout_s_ > 0.0 && waited > timeout_s_)
+      problem = "GPU work (NCCL all-reduce or compute) did not complete within dist.timeout_s = " +
+                std::to_string(timeout_s_) + " s (another rank died, hung or is far behind)";
+    if (problem.empty()) return;
+    report_error(rank_, problem + "; aborting NCCL and ending the job");
+    ncclCommAbort(comm_);
+    ProcessGroup::abort_job(kExitRuntimeError);
+  }
+
+  cuda::CudaDevice& device_;
+  bool bf16_;
+  double timeout_s_;
+  int rank_, size_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::vector<BucketState> buckets_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientTransport> make_nccl_transport(Communicator& control, Device& device, bool bf16,
+                                                       double timeout_s) {
+  auto* cuda_device = dynamic_cast<cuda::CudaDevice*>(&device);
+  if (!cuda_device) throw InputError("dist.backend = nccl needs train.device = cuda");
+  return std::make_unique<NcclTransport>(control, *cuda_device, bf16, timeout_s);
+}
+
+}  // namespace mpiddp

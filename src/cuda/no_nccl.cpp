@@ -1,0 +1,14 @@
+// Built with CUDA but without NCCL (MPIDDP_ENABLE_NCCL=OFF): dist.backend = mpi only.
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
+
+namespace mpiddp {
+
+bool built_with_nccl() { return false; }
+
+std::unique_ptr<GradientTransport> make_nccl_transport(Communicator&, Device&, bool, double) {
+  throw InputError("dist.backend = nccl: this mpiddp was built without NCCL (MPIDDP_ENABLE_NCCL=OFF); "
+                   "use dist.backend = mpi");
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,82 @@
+// What GPUs this process sees, the CUDA device factory, and a matrix-product
+// rate measurement for benchmarks.
+#include <chrono>
+#include <cstdlib>
+
+#include "check.hpp"
+#include "cuda_device.hpp"
+#include "mpiddp/device/cuda.hpp"
+
+namespace mpiddp {
+
+bool built_with_cuda() { return true; }
+
+CudaProbe probe_cuda() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error so later calls are not confused by it
+    return {0, std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(status)};
+  }
+  if (count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return {0, std::string("no CUDA device visible (CUDA_VISIBLE_DEVICES=") + (visible ? visible : "unset") + ")"};
+  }
+  return {count, ""};
+}
+
+CudaDeviceInfo cuda_device_info(int ordinal) {
+  CudaDeviceInfo info;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) {
+    info.name = prop.name;
+    info.memory_gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+  }
+  char bus[32] = {0};
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), ordinal) == cudaSuccess) info.pci_bus_id = bus;
+  return info;
+}
+
+std::unique_ptr<Device> make_cuda_device(int ordinal) { return std::make_unique<cuda::CudaDevice>(ordinal); }
+
+double cuda_matmul_tflops(int ordinal, Precision precision, int size, double seconds) {
+  using namespace cuda;
+  check(cudaSetDevice(ordinal), "cudaSetDevice");
+  const std::size_t count = static_cast<std::size_t>(size) * size;
+  const bool bf16 = precision == Precision::bf16;
+  const std::size_t element = bf16 ? 2 : 4;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  check(cudaMalloc(&a, count * element), "cudaMalloc");
+  check(cudaMalloc(&b, count * element), "cudaMalloc");
+  check(cudaMalloc(&c, count * element), "cudaMalloc");
+  check(cudaMemset(a, 0, count * element), "cudaMemset");
+  check(cudaMemset(b, 0, count * element), "cudaMemset");
+  cublasHandle_t handle = nullptr;
+  check(cublasCreate(&handle), "cublasCreate");
+  if (precision == Precision::tf32) check(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode");
+  const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const float alpha = 1.0f, beta = 0.0f;
+  auto run = [&](int times) {
+    for (int i = 0; i < times; ++i)
+      check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a, type, size, b, type, size,
+                         &beta, c, type, size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  };
+  run(3);
+  long done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0.0;
+  while (elapsed < seconds) {
+    run(10);
+    done += 10;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  cublasDestroy(handle);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return 2.0 * size * static_cast<double>(size) * size * static_cast<double>(done) / elapsed / 1e12;
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,64 @@
+#include <vector>
+
+#include "mpiddp/ddp/transport.hpp"
+
+namespace mpiddp {
+namespace {
+
+class MpiTransport final : public GradientTransport {
+ public:
+  MpiTransport(Communicator& comm, Device& device) : comm_(comm), device_(device) {}
+  std::string name() const override { return device_.is_host() ? "mpi" : "mpi (host-staged)"; }
+  int size() const override { return comm_.size(); }
+
+  std::unique_ptr<PendingReduction> start(std::size_t bucket, float* data, std::size_t count, bool last) override {
+    if (device_.is_host()) {
+      if (!last) return comm_.start_allreduce_sum(data, count);
+      // Nothing is left to overlap with the last bucket: the blocking all-reduce
+      // is faster than the non-blocking one (about half the time in Open MPI).
+      comm_.allreduce_sum(data, count);
+      return nullptr;
+    }
+    // Device memory: through a host copy of this bucket.
+    if (staging_.size() <= bucket) staging_.resize(bucket + 1);
+    std::vector<float>& host = staging_[bucket];
+    host.resize(count);
+    device_.copy_to_host(host.data(), data, count * sizeof(float));  // waits for the gradients
+    if (last) {
+      comm_.allreduce_sum(host.data(), count);
+      device_.copy_to_device(data, host.data(), count * sizeof(float));
+      return nullptr;
+    }
+    return std::make_unique<Staged>(comm_.start_allreduce_sum(host.data(), count), device_, data, host);
+  }
+
+ private:
+  // Waits for the host all-reduce, then sends the result back to the device.
+  class Staged final : public PendingReduction {
+   public:
+    Staged(std::unique_ptr<PendingReduction> mpi, Device& device, float* data, const std::vector<float>& host)
+        : mpi_(std::move(mpi)), device_(device), data_(data), host_(host) {}
+    void wait() override {
+      mpi_->wait();
+      device_.copy_to_device(data_, host_.data(), host_.size() * sizeof(float));
+    }
+
+   private:
+    std::unique_ptr<PendingReduction> mpi_;
+    Device& device_;
+    float* data_;
+    const std::vector<float>& host_;
+  };
+
+  Communicator& comm_;
+  Device& device_;
+  std::vector<std::vector<float>> staging_;  // per bucket; kept across steps
+};
+
+}  // namespace
+
+std::unique_ptr<GradientTransport> make_mpi_transport(Communicator& comm, Device& device) {
+  return std::make_unique<MpiTransport>(comm, device);
+}
+
+}  // namespace mpiddp

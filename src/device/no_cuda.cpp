@@ -1,0 +1,21 @@
+// Built when MPIDDP_ENABLE_CUDA is OFF: the GPU entry points say so.
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
+
+namespace mpiddp {
+
+namespace {
+const char* kNoCuda = "this mpiddp was built without CUDA (MPIDDP_ENABLE_CUDA=OFF)";
+}
+
+bool built_with_cuda() { return false; }
+bool built_with_nccl() { return false; }
+CudaProbe probe_cuda() { return {0, kNoCuda}; }
+CudaDeviceInfo cuda_device_info(int) { return {}; }
+std::unique_ptr<Device> make_cuda_device(int) { throw InputError(std::string("train.device = cuda: ") + kNoCuda); }
+std::unique_ptr<GradientTransport> make_nccl_transport(Communicator&, Device&, bool, double) {
+  throw InputError(std::string("dist.backend = nccl: ") + kNoCuda);
+}
+double cuda_matmul_tflops(int, Precision, int, double) { throw InputError(kNoCuda); }
+
+}  // namespace mpiddp

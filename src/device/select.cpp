@@ -1,0 +1,97 @@
+#include "mpiddp/device/select.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
+
+namespace mpiddp {
+namespace {
+
+std::string visible_devices() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? v : "unset";
+}
+
+// Two ranks on one host that picked the same GPU (same PCI bus id).
+std::string shared_gpu(const std::vector<Placement>& all) {
+  std::map<std::string, int> first;
+  for (const Placement& p : all) {
+    if (p.device < 0) continue;
+    const std::string key = std::string(p.host) + " " + p.pci_bus_id;
+    auto [it, inserted] = first.emplace(key, p.rank);
+    if (!inserted)
+      return "ranks " + std::to_string(it->second) + " and " + std::to_string(p.rank) + " on host " + p.host +
+             " both use GPU " + p.pci_bus_id + " (CUDA_VISIBLE_DEVICES=" + p.visible + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
+  Communicator& comm = group.world();
+  ComputeSetup setup;
+  const CudaProbe probe = config.train.device == "cpu" ? CudaProbe{0, "train.device = cpu"} : probe_cuda();
+  bool use_cuda = false;
+  agree_or_fail(comm, [&] {
+    if (config.train.device == "cuda" && probe.count == 0) throw InputError("train.device = cuda: " + probe.problem);
+  });
+  if (config.train.device != "cpu") {
+    // The GPU only if every rank has one: a mixed job would be neither fast nor reproducible.
+    use_cuda = comm.allreduce_min(probe.count > 0 ? 1 : 0) == 1;
+    if (!use_cuda && built_with_cuda())
+      setup.note = "train.device = auto: " +
+                   (probe.count == 0 ? "no usable GPU (" + probe.problem + ")" : std::string("a rank has no usable GPU")) +
+                   "; training on the CPU";
+  }
+
+  Placement mine{};
+  std::snprintf(mine.host, sizeof(mine.host), "%s", group.host().c_str());
+  mine.rank = comm.rank();
+  mine.local_rank = group.local_rank();
+  mine.local_size = group.local_size();
+  mine.device = use_cuda ? group.local_rank() % probe.count : -1;
+  std::snprintf(mine.visible, sizeof(mine.visible), "%s", visible_devices().c_str());
+  if (use_cuda)
+    std::snprintf(mine.pci_bus_id, sizeof(mine.pci_bus_id), "%s", cuda_device_info(mine.device).pci_bus_id.c_str());
+  setup.placements.resize(static_cast<std::size_t>(comm.size()));
+  comm.allgather(&mine, sizeof(mine), setup.placements.data());
+
+  setup.backend = config.dist.backend;
+  if (setup.backend == "auto") setup.backend = use_cuda && built_with_nccl() ? "nccl" : "mpi";
+  agree_or_fail(comm, [&] {
+    if (setup.backend == "nccl" && !use_cuda)
+      throw InputError("dist.backend = nccl needs GPUs, but this job trains on the CPU (" +
+                       (probe.problem.empty() ? "a rank has no usable GPU" : probe.problem) +
+                       "); use dist.backend = mpi or auto");
+    if (config.ddp.allreduce_dtype == "bf16" && setup.backend != "nccl")
+      throw InputError("ddp.allreduce_dtype = bf16 needs dist.backend = nccl (resolved: " + setup.backend + ")");
+    if (const std::string shared = shared_gpu(setup.placements); !shared.empty()) {
+      if (!config.train.share_device)
+        throw InputError(shared + ": start one rank per GPU, or set train.share_device = true (dist.backend = mpi)");
+      if (setup.backend == "nccl")
+        throw InputError(shared + ": NCCL cannot run two ranks on one GPU; set dist.backend = mpi to share it");
+    }
+    if (use_cuda) {
+      setup.owned_device = make_cuda_device(mine.device);
+      setup.device = setup.owned_device.get();
+    } else {
+      setup.device = &cpu_device();
+    }
+    setup.device->set_precision(parse_precision(config.train.precision));
+  });
+  if (setup.backend == "nccl") {
+    agree_or_fail(comm, [&] {
+      setup.transport = make_nccl_transport(comm, *setup.device, config.ddp.allreduce_dtype == "bf16",
+                                            config.dist.timeout_s);
+    });
+  } else {
+    setup.transport = make_mpi_transport(comm, *setup.device);
+  }
+  return setup;
+}
+
+}  // namespace mpiddp
