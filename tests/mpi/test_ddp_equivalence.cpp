@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/train/step.hpp"
@@ -32,6 +33,16 @@ Data make_data() {
   return d;
 }
 
+// The device the models train on: the CPU, or with MPIDDP_TEST_DEVICE=cuda this
+// rank's GPU (ranks may share one: gradients then go through MPI on the host).
+Device* test_device() {
+  static std::unique_ptr<Device> gpu = [] {
+    const char* name = std::getenv("MPIDDP_TEST_DEVICE");
+    return name && std::string(name) == "cuda" ? make_cuda_device(0) : nullptr;
+  }();
+  return gpu ? gpu.get() : &cpu_device();
+}
+
 Batch gather(const Data& d, const std::vector<std::int64_t>& indices, std::size_t begin, std::size_t count) {
   REQUIRE(begin + count <= indices.size());
   Batch b;
@@ -56,7 +67,7 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
   ModelConfig mc;
   mc.hidden_sizes = {32, 16};
   mc.activation = "tanh";
-  auto model = build_mlp(mc, kFeatures, kClasses, 7);
+  auto model = build_mlp(mc, kFeatures, kClasses, 7, test_device());
   GradientReducer reducer(model->parameters(), comm, static_cast<std::size_t>(spec.bucket_mb * 1048576),
                           static_cast<std::size_t>(spec.bucket_mb * 1048576));
   reducer.synchronize_parameters();
@@ -64,7 +75,7 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
   oc.name = spec.optimizer;
   oc.momentum = 0.9;
   oc.weight_decay = 1e-4;
-  auto optimizer = make_optimizer(oc);
+  auto optimizer = make_optimizer(oc, test_device());
   SamplerOptions so;
   so.size = kSamples;
   so.world = comm.size();
@@ -83,8 +94,9 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
     REQUIRE(gradients_finite(model->parameters()));
     optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
   }
-  const auto& p = model->parameters();
-  return std::vector<float>(p.values(), p.values() + p.total());
+  auto& p = model->parameters();
+  p.pull_values();
+  return std::vector<float>(p.host_values(), p.host_values() + p.total());
 }
 
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
