@@ -22,10 +22,6 @@ CMAKE_TO_SPACK = {
 }
 PROVIDED_BY_THE_SYSTEM = {"Threads"}  # the C library, no Spack package
 IMPLIED_BY_SPACK = {"c", "cxx", "cmake", "cuda"}  # compilers, build tool, CudaPackage's own cuda
-# Declared for +cuda +nccl although CMake cannot use them yet: the GPU path (CUDA
-# compute, NCCL all-reduce) is not implemented and MPIDDP_ENABLE_CUDA=ON stops with
-# a message. Remove this entry when CMakeLists.txt finds NCCL.
-GPU_PATH_PENDING = {"nccl"}
 
 
 def cmake_dependencies(source):
@@ -64,9 +60,7 @@ def main():
     from_cmake = {CMAKE_TO_SPACK[n] for n in cmake if n in CMAKE_TO_SPACK}
     declared = recipe_dependencies(recipe)
     missing = sorted(from_cmake - declared - {"cuda"})
-    extra = sorted(declared - from_cmake - IMPLIED_BY_SPACK - GPU_PATH_PENDING)
-    for name in sorted(GPU_PATH_PENDING & declared - from_cmake):
-        print(f"note: {name} is declared for the GPU path, which CMake does not build yet")
+    extra = sorted(declared - from_cmake - IMPLIED_BY_SPACK)
     print(f"CMake looks for: {', '.join(sorted(cmake))}")
     print(f"package.py depends on: {', '.join(sorted(declared))}")
     problems = []

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds and tests mpiddp as CI does (after scripts/install-deps.sh):
+#  1. the default build in build/ (with the GPU path when nvcc and NCCL are found),
+#     and its whole test suite; tests that need a GPU report "Skipped" and why;
+#  2. when that build has the GPU path, also the CPU-only build in build-cpu/
+#     (MPIDDP_ENABLE_CUDA=OFF), with its unit, MPI and device-selection tests, so
+#     both builds are known to compile and work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${JOBS:-2}
+cmake -S . -B build
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure)
+if build/mpiddp inspect devices | grep -q "CUDA yes"; then
+  echo "=== the default build has the GPU path: now the CPU-only build ==="
+  cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF
+  cmake --build build-cpu -j"$jobs"
+  (cd build-cpu && ctest --output-on-failure -L "unit|mpi" && \
+     ctest --output-on-failure -R "test_train_small|test_device_selection|gpu_training")
+fi
