@@ -95,6 +95,9 @@ rate=$(grep -o "[0-9.]* TFLOP/s" "$out/matmul_bf16.log" | awk '{print $1}')
 # shellcheck disable=SC2086
 step big_mlp_nccl 180 mpirun -n 1 "$MPIDDP" bench mlp --device $dev --precision $bf16 $big_shape --steps 50 \
   --backend $nccl --comm both
+# shellcheck disable=SC2086
+step big_mlp_staged 180 mpirun -n 1 "$MPIDDP" bench mlp --device $dev --precision $bf16 $big_shape --steps 50 \
+  --backend $nccl --comm on --data staged
 step small_mlp_gpu 120 mpirun -n 1 "$MPIDDP" bench mlp --device $dev --batch 64 --steps 500 --comm both
 python3 - "$out" "${rate:-0}" <<'PY' | tee -a "$summary"
 import re, sys, os
@@ -108,7 +111,9 @@ def rows(name):
     return table, exposed.group(1) if exposed else "?"
 print(f"\nbf16 matmul 8192^3 measured: {rate:.1f} TFLOP/s (reference ~790)")
 print(f"{'bench':<52} {'step ms':>9} {'samples/s':>11} {'TFLOP/s':>9} {'% matmul':>9} {'% of 790':>9} {'exposed comm':>13}")
-for name, label in [("big_mlp_nccl", "4x4096 MLP, batch 4096, bf16, NCCL"), ("small_mlp_gpu", "784-256-128-10, batch 64, fp32")]:
+for name, label in [("big_mlp_nccl", "4x4096 MLP, batch 4096, bf16, NCCL"),
+                    ("big_mlp_staged", "same, batch copied from the host"),
+                    ("small_mlp_gpu", "784-256-128-10, batch 64, fp32")]:
     table, exposed = rows(name)
     for mode, (ms, sps, tf) in table.items():
         share = f"{100 * tf / rate:.1f}" if rate else "?"

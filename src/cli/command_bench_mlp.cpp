@@ -35,7 +35,7 @@ struct Timing {
 
 int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group) {
   std::string hidden = "256,128", device = "auto", precision = "fp32", backend = "auto", comm_mode = "both";
-  std::string allreduce_dtype = "fp32";
+  std::string allreduce_dtype = "fp32", data_mode = "resident";
   int inputs = 784, outputs = 10, batch = 64, steps = 50, warmup = 5;
   po::options_description options("mpiddp bench mlp (run under mpirun/srun)");
   options.add_options()("help,h", "show this help")
@@ -49,6 +49,8 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
       ("precision", po::value(&precision)->default_value(precision), "train.precision")
       ("backend", po::value(&backend)->default_value(backend), "dist.backend")
       ("allreduce-dtype", po::value(&allreduce_dtype)->default_value(allreduce_dtype), "ddp.allreduce_dtype")
+      ("data", po::value(&data_mode)->default_value(data_mode),
+       "resident (the batch stays on the device: compute only) | staged (copied from the host every step)")
       ("comm", po::value(&comm_mode)->default_value(comm_mode),
        "on (all-reduce every step, even on 1 rank) | none | both");
   po::variables_map values;
@@ -57,6 +59,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     run = parse_command_options(args, options, values);
     if (comm_mode != "on" && comm_mode != "none" && comm_mode != "both")
       throw InputError("--comm must be on, none or both");
+    if (data_mode != "resident" && data_mode != "staged") throw InputError("--data must be resident or staged");
   });
   if (!run) return kExitOk;
   Config config;
@@ -86,6 +89,8 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   for (std::size_t l = 0; l + 1 < widths.size(); ++l)
     flops += 2.0 * batch * widths[l] * widths[l + 1] * (l == 0 ? 2 : 3);
 
+  // Resident: staged once into slot 0 and reused by every step.
+  const StagedBatch resident = compute.device->stage(micro[0], 0);
   NoTransport none;
   auto time_steps = [&](bool communicate) {
     GradientReducer reducer(model->parameters(), comm, 1 << 20, 25 << 20,
@@ -94,6 +99,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     StepInputs in;
     in.micro_batches = &micro;
     in.lr = 1e-4;
+    if (data_mode == "resident") in.resident = &resident;
     auto one_step = [&] {
       forward_backward(*model, reducer, in);
       if (gradients_finite(model->parameters()))
@@ -115,9 +121,10 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   if (comm_mode != "none") with = time_steps(true);
   if (comm_mode != "on") without = time_steps(false);
   if (comm.rank() == 0) {
-    std::printf("bench mlp: %d-%s-%d, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s\n",
+    std::printf("bench mlp: %d-%s-%d, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s, "
+                "data %s\n",
                 inputs, hidden.c_str(), outputs, batch, comm.size(), compute.device->describe().c_str(),
-                precision_name(compute.device->precision()), compute.transport->name().c_str());
+                precision_name(compute.device->precision()), compute.transport->name().c_str(), data_mode.c_str());
     std::printf("%-22s %12s %14s %12s\n", "mode", "step ms", "samples/s", "TFLOP/s");
     auto row = [&](const char* mode, const Timing& t) {
       std::printf("%-22s %12.3f %14.0f %12.2f\n", mode, t.step_s * 1e3, batch * comm.size() / t.step_s,

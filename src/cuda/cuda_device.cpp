@@ -7,6 +7,7 @@
 #include "check.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/device/cuda.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 
 namespace mpiddp::cuda {
 
@@ -19,6 +20,7 @@ template <class T>
 T* Scratch<T>::get(std::size_t count) {
   if (count > capacity_) {
     if (data_) {
+      Watchdog::Scope scope("growing a GPU scratch buffer");
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (growing a scratch buffer)");
       cudaFree(data_);
       data_ = nullptr;
@@ -48,7 +50,8 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming), "cudaEventCreate");
   }
   check(cudaMalloc(reinterpret_cast<void**>(&scalars_), sizeof(LossScalars)), "cudaMalloc (loss sums)");
-  check(cudaMemset(scalars_, 0, sizeof(LossScalars)), "cudaMemset (loss sums)");
+  // On the compute stream: the loss kernels (also on it) must see the zeros.
+  check(cudaMemsetAsync(scalars_, 0, sizeof(LossScalars), compute_), "cudaMemset (loss sums)");
   check(cudaMallocHost(reinterpret_cast<void**>(&host_scalars_), sizeof(LossScalars)), "cudaMallocHost");
   set_precision(Precision::fp32);
 }
@@ -86,7 +89,11 @@ void* CudaDevice::allocate(std::size_t bytes) {
 }
 
 void CudaDevice::release(void* data) {
-  if (data) cudaFree(data);  // waits for work in flight on this device
+  if (!data) return;
+  // Kernels or copies in flight may still use it: wait for both streams first.
+  cudaStreamSynchronize(compute_);
+  cudaStreamSynchronize(copy_);
+  cudaFree(data);
 }
 
 void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
@@ -132,8 +139,11 @@ StagedBatch CudaDevice::stage(const Batch& batch, int slot) {
   const std::size_t feature_bytes = rows * cols * sizeof(float);
   const std::size_t label_bytes = batch.class_ids.size() * sizeof(std::int32_t);
   const std::size_t target_bytes = batch.targets.size() * sizeof(float);
-  // The previous copy out of this slot's pinned buffer must be finished.
-  check(cudaEventSynchronize(s.copied), "cudaEventSynchronize (batch slot)");
+  {
+    // The previous copy out of this slot's pinned buffer must be finished.
+    Watchdog::Scope scope("waiting for a batch copy to the GPU");
+    check(cudaEventSynchronize(s.copied), "cudaEventSynchronize (batch slot)");
+  }
   const std::size_t total = feature_bytes + label_bytes + target_bytes;
   if (s.pinned_bytes < total) {
     if (s.pinned) cudaFreeHost(s.pinned);

@@ -207,6 +207,7 @@ void from_bf16(const __nv_bfloat16* in, float* out, std::size_t n, cudaStream_t 
 
 void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
                            double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s) {
+  if (n == 0) return;
   softmax_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(logits, labels, grad, n, c, row_loss,
                                                                          row_correct);
   check_launch("softmax_cross_entropy");
@@ -216,6 +217,7 @@ void softmax_cross_entropy(const float* logits, const std::int32_t* labels, floa
 
 void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t, double* row_loss,
                         LossScalars* sums, cudaStream_t s) {
+  if (n == 0) return;
   squared_error_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(y, targets, grad, n, t, row_loss);
   check_launch("mean_squared_error");
   sum_rows_kernel<<<1, kThreads, 0, s>>>(row_loss, nullptr, n, sums);

@@ -27,9 +27,16 @@ class NcclTransport final : public GradientTransport {
  public:
   NcclTransport(Communicator& control, cuda::CudaDevice& device, bool bf16, double timeout_s)
       : device_(device), bf16_(bf16), timeout_s_(timeout_s), rank_(control.rank()), size_(control.size()) {
-    ncclUniqueId id{};
-    if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    control.broadcast(&id, sizeof(id), 0);  // MPI_Bcast
+    // Rank 0's id and whether it got one travel together (MPI_Bcast), so a
+    // failure there fails every rank instead of leaving them waiting.
+    struct {
+      ncclUniqueId id;
+      int status;
+    } root{};
+    if (rank_ == 0) root.status = static_cast<int>(ncclGetUniqueId(&root.id));
+    control.broadcast(&root, sizeof(root), 0);
+    check_nccl(static_cast<ncclResult_t>(root.status), "ncclGetUniqueId on rank 0");
+    const ncclUniqueId& id = root.id;
     cuda::check(cudaSetDevice(device.ordinal()), "cudaSetDevice");
     {
       // A peer that never arrives would block here forever: the watchdog ends the job.
@@ -42,9 +49,9 @@ class NcclTransport final : public GradientTransport {
 
   ~NcclTransport() override {
     device_.set_wait_check(nullptr);
-    cudaStreamSynchronize(stream_);
     {
       Watchdog::Scope scope("ncclCommFinalize");
+      cudaStreamSynchronize(stream_);
       ncclCommFinalize(comm_);
     }
     ncclCommDestroy(comm_);
@@ -79,6 +86,7 @@ class NcclTransport final : public GradientTransport {
   struct BucketState {
     cudaEvent_t ready = nullptr, done = nullptr;
     __nv_bfloat16* bf16 = nullptr;
+    std::size_t bf16_count = 0;
   };
 
   // wait() does not block the host: the compute stream waits for the bucket.
@@ -98,7 +106,14 @@ class NcclTransport final : public GradientTransport {
     if (!b.ready) {
       cuda::check(cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming), "cudaEventCreate");
       cuda::check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
-      if (bf16_) cuda::check(cudaMalloc(reinterpret_cast<void**>(&b.bf16), count * sizeof(__nv_bfloat16)), "cudaMalloc");
+    }
+    if (bf16_ && b.bf16_count < count) {  // sized by the largest use of this bucket number
+      if (b.bf16) {
+        cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (communication)");
+        cudaFree(b.bf16);
+      }
+      cuda::check(cudaMalloc(reinterpret_cast<void**>(&b.bf16), count * sizeof(__nv_bfloat16)), "cudaMalloc");
+      b.bf16_count = count;
     }
     return b;
   }

@@ -1,10 +1,14 @@
 // What GPUs this process sees, the CUDA device factory, and a matrix-product
 // rate measurement for benchmarks.
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "check.hpp"
 #include "cuda_device.hpp"
+#include "mpiddp/common/random.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
@@ -49,8 +53,21 @@ double cuda_matmul_tflops(int ordinal, Precision precision, int size, double sec
   check(cudaMalloc(&a, count * element), "cudaMalloc");
   check(cudaMalloc(&b, count * element), "cudaMalloc");
   check(cudaMalloc(&c, count * element), "cudaMalloc");
-  check(cudaMemset(a, 0, count * element), "cudaMemset");
-  check(cudaMemset(b, 0, count * element), "cudaMemset");
+  // Random operands: zeros would let the GPU run cooler and faster than real data.
+  {
+    std::vector<float> host(count);
+    CounterRng rng(42);
+    for (std::size_t i = 0; i < count; ++i) host[i] = 2.0f * rng.uniform(i) - 1.0f;
+    std::vector<std::uint16_t> half;
+    const void* source = host.data();
+    if (bf16) {  // bf16 = the upper half of a float
+      half.resize(count);
+      for (std::size_t i = 0; i < count; ++i) half[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(host[i]) >> 16);
+      source = half.data();
+    }
+    check(cudaMemcpy(a, source, count * element, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMemcpy(b, source, count * element, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
   cublasHandle_t handle = nullptr;
   check(cublasCreate(&handle), "cublasCreate");
   if (precision == Precision::tf32) check(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode");

@@ -29,25 +29,28 @@ class MpiTransport final : public GradientTransport {
       device_.copy_to_device(data, host.data(), count * sizeof(float));
       return nullptr;
     }
-    return std::make_unique<Staged>(comm_.start_allreduce_sum(host.data(), count), device_, data, host);
+    return std::make_unique<Staged>(comm_.start_allreduce_sum(host.data(), count), device_, data, host.data(), count);
   }
 
  private:
   // Waits for the host all-reduce, then sends the result back to the device.
   class Staged final : public PendingReduction {
    public:
-    Staged(std::unique_ptr<PendingReduction> mpi, Device& device, float* data, const std::vector<float>& host)
-        : mpi_(std::move(mpi)), device_(device), data_(data), host_(host) {}
+    // The host buffer, not the vector holding it: staging_ may grow (and move its
+    // vectors) while this bucket is in flight; their heap buffers stay put.
+    Staged(std::unique_ptr<PendingReduction> mpi, Device& device, float* data, const float* host, std::size_t count)
+        : mpi_(std::move(mpi)), device_(device), data_(data), host_(host), count_(count) {}
     void wait() override {
       mpi_->wait();
-      device_.copy_to_device(data_, host_.data(), host_.size() * sizeof(float));
+      device_.copy_to_device(data_, host_, count_ * sizeof(float));
     }
 
    private:
     std::unique_ptr<PendingReduction> mpi_;
     Device& device_;
     float* data_;
-    const std::vector<float>& host_;
+    const float* host_;
+    std::size_t count_;
   };
 
   Communicator& comm_;

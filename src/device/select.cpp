@@ -60,8 +60,10 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
   setup.placements.resize(static_cast<std::size_t>(comm.size()));
   comm.allgather(&mine, sizeof(mine), setup.placements.data());
 
+  const std::string shared = shared_gpu(setup.placements);
   setup.backend = config.dist.backend;
-  if (setup.backend == "auto") setup.backend = use_cuda && built_with_nccl() ? "nccl" : "mpi";
+  // NCCL cannot put two ranks on one GPU: auto takes MPI when GPUs are shared.
+  if (setup.backend == "auto") setup.backend = use_cuda && built_with_nccl() && shared.empty() ? "nccl" : "mpi";
   agree_or_fail(comm, [&] {
     if (setup.backend == "nccl" && !use_cuda)
       throw InputError("dist.backend = nccl needs GPUs, but this job trains on the CPU (" +
@@ -69,7 +71,7 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
                        "); use dist.backend = mpi or auto");
     if (config.ddp.allreduce_dtype == "bf16" && setup.backend != "nccl")
       throw InputError("ddp.allreduce_dtype = bf16 needs dist.backend = nccl (resolved: " + setup.backend + ")");
-    if (const std::string shared = shared_gpu(setup.placements); !shared.empty()) {
+    if (!shared.empty()) {
       if (!config.train.share_device)
         throw InputError(shared + ": start one rank per GPU, or set train.share_device = true (dist.backend = mpi)");
       if (setup.backend == "nccl")

@@ -26,11 +26,11 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     // Alternating slots (by micro-batch number, so also across steps): the next
     // batch's copy need not wait for the GPU to finish with this one.
     const int slot = static_cast<int>(ctx.counter % 2);
-    const StagedBatch batch = device.stage(micro[i], slot);
+    const StagedBatch batch = in.resident ? *in.resident : device.stage(micro[i], slot);
     const Matrix& output = model.forward(*batch.features, ctx);
     apply_loss(device, output, batch, in.classification, &grad_output);
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
-    device.done_with_stage(slot);
+    if (!in.resident) device.done_with_stage(slot);
     ++ctx.counter;
   }
   reducer.finish();

@@ -19,6 +19,9 @@ struct StepInputs {
   bool classification = true;
   double lr = 0.0;
   ForwardContext context;  // context.counter is the first micro-batch's number
+  // Benchmarks only: use this batch, already on the device, for every micro-batch
+  // instead of staging micro_batches (which then only gives their count).
+  const StagedBatch* resident = nullptr;
 };
 
 // Leaves the global mean gradient in the model's gradient buffer (identical on
