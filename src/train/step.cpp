@@ -26,7 +26,8 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     // Alternating slots (by micro-batch number, so also across steps): the next
     // batch's copy need not wait for the GPU to finish with this one.
     const int slot = static_cast<int>(ctx.counter % 2);
-    const StagedBatch batch = in.resident ? *in.resident : device.stage(micro[i], slot);
+    const StagedBatch* ready = in.resident ? in.resident : (i == 0 ? in.first_staged : nullptr);
+    const StagedBatch batch = ready ? *ready : device.stage(micro[i], slot);
     const Matrix& output = model.forward(*batch.features, ctx);
     apply_loss(device, output, batch, in.classification, &grad_output);
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
@@ -34,6 +35,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     ++ctx.counter;
   }
   reducer.finish();
+  if (in.while_device_runs) in.while_device_runs();
   return device.take_loss();  // the step's one wait for the device
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/common/error.hpp"
@@ -271,6 +272,13 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
     auto window_start = Clock::now();
     const std::int64_t first_step = state.step_in_epoch;
     std::vector<Batch> micro;
+    // On a GPU the next step's first batch is read and copied to the device while
+    // this step computes (a read error is kept for the next step's agreement).
+    // Not with failure injection, which edits batches on the host before use.
+    const bool prefetching = !compute.device->is_host() && config.debug.fail_mode == "none";
+    std::optional<Batch> next_batch;
+    std::optional<StagedBatch> next_staged;
+    std::exception_ptr next_error;
     for (; state.step_in_epoch < steps_per_epoch && state.global_step < total_steps; ++state.step_in_epoch) {
       const std::int64_t step = state.global_step;
       Watchdog::instance().set_step(step);
@@ -283,7 +291,12 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       const auto flags = agree_step(
           comm,
           [&] {
-            for (int m = 0; m < config.train.accumulate; ++m) {
+            if (next_error) std::rethrow_exception(std::exchange(next_error, nullptr));
+            if (next_batch) {
+              micro.push_back(std::move(*next_batch));
+              next_batch.reset();
+            }
+            for (int m = static_cast<int>(micro.size()); m < config.train.accumulate; ++m) {
               auto batch = loader.next();
               if (!batch) break;
               micro.push_back(std::move(*batch));
@@ -306,6 +319,24 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       in.context.seed = config.train.seed;
       in.context.stream = static_cast<std::uint64_t>(comm.rank());
       in.context.counter = state.micro_batches;
+      const std::optional<StagedBatch> staged_first = std::exchange(next_staged, std::nullopt);
+      in.first_staged = staged_first ? &*staged_first : nullptr;
+      in.while_device_runs = [&] {
+        const bool another_step = state.step_in_epoch + 1 < steps_per_epoch && state.global_step + 1 < total_steps;
+        if (!prefetching || !another_step) return;
+        try {
+          auto batch = loader.next();
+          if (!batch) return;
+          next_batch = std::move(*batch);
+          // The slot of the next micro-batch number, as forward_backward would choose.
+          const auto slot = static_cast<int>((state.micro_batches + micro.size()) % 2);
+          next_staged = compute.device->stage(*next_batch, slot);
+        } catch (...) {
+          next_error = std::current_exception();
+          next_batch.reset();
+          next_staged.reset();
+        }
+      };
       LossResult r;
       try {
         r = forward_backward(*model, reducer, in);

@@ -3,6 +3,7 @@
 // micro-batches, with the gradient reduction overlapping the last backward; the
 // caller then checks the gradients and runs the optimizer. Shared by the trainer
 // and the DDP-equivalence test.
+#include <functional>
 #include <vector>
 
 #include "mpiddp/data/dataset.hpp"
@@ -22,6 +23,12 @@ struct StepInputs {
   // Benchmarks only: use this batch, already on the device, for every micro-batch
   // instead of staging micro_batches (which then only gives their count).
   const StagedBatch* resident = nullptr;
+  // The first micro-batch, already staged on the device (the trainer prefetches
+  // it on GPUs while the previous step computes); null = stage it here.
+  const StagedBatch* first_staged = nullptr;
+  // Called once all of the step's work is issued, before waiting for the device:
+  // the trainer stages the next step's batch here, so its copy overlaps this step.
+  std::function<void()> while_device_runs;
 };
 
 // Leaves the global mean gradient in the model's gradient buffer (identical on
