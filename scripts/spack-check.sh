@@ -9,7 +9,9 @@
 #   SPACK_DIR             a Spack 1.x checkout
 #   BUILTIN_PACKAGES_DIR  a checkout of Spack's package repository (spack-packages)
 # environment: PYTHONPATH must find clingo's Python module; SPACK_PYTHON the
-# interpreter it was built for; KEEP=1 keeps the environment folder.
+# interpreter it was built for; KEEP=1 keeps the environment folder;
+# CUDA=1 installs mpiddp+cuda cuda_arch=90 instead, with the CUDA toolkit and
+# NCCL from CUDA_HOME (default /usr/local/cuda) as externals.
 set -uo pipefail
 spack_dir=${1:?usage: spack-check.sh SPACK_DIR BUILTIN_PACKAGES_DIR}
 builtin=${2:?usage: spack-check.sh SPACK_DIR BUILTIN_PACKAGES_DIR}/repos/spack_repo/builtin
@@ -27,9 +29,19 @@ cp "$source_dir/package.py" "$env_dir/repo/spack_repo/mpiddp_local/packages/mpid
 printf 'repo:\n  namespace: mpiddp_local\n  api: v2.0\n' > "$env_dir/repo/spack_repo/mpiddp_local/repo.yaml"
 
 version() { dpkg-query -W -f='${Version}' "$1" | sed 's/^[0-9]*://; s/[-+~].*//'; }
+root_spec=mpiddp@main
+cuda_externals=
+if [ -n "${CUDA:-}" ]; then
+  cuda_home=${CUDA_HOME:-/usr/local/cuda}
+  cuda_version=$("$cuda_home/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+  nccl_version=$(awk '/define NCCL_(MAJOR|MINOR|PATCH) /{v = v (v ? "." : "") $3} END {print v}' "$cuda_home/include/nccl.h")
+  root_spec="mpiddp@main+cuda cuda_arch=90"
+  cuda_externals="    cuda: {buildable: false, externals: [{spec: cuda@$cuda_version, prefix: $cuda_home}]}
+    nccl: {buildable: false, externals: [{spec: nccl@$nccl_version cuda_arch=90, prefix: $cuda_home}]}"
+fi
 cat > "$env_dir/spack.yaml" <<YAML
 spack:
-  specs: [mpiddp@main]
+  specs: ["$root_spec"]
   develop:
     mpiddp:
       spec: mpiddp@main
@@ -72,6 +84,7 @@ spack:
     zlib: {buildable: false, externals: [{spec: zlib@$(version zlib1g-dev), prefix: /usr}]}
     zlib-api: {require: [zlib]}
     catch2: {buildable: false, externals: [{spec: catch2@$(version catch2), prefix: /usr}]}
+$cuda_externals
 YAML
 
 status=0
