@@ -114,6 +114,8 @@ void describe(Schema& s, Config& c) {
   s.add("debug.fail_rank", &c.debug.fail_rank, "test hook: rank that fails");
   s.add("debug.fail_step", &c.debug.fail_step, "test hook: global step at which it fails");
   s.add("debug.fail_mode", &c.debug.fail_mode, "test hook: none | throw | exit | hang | nan | signal");
+  s.add("debug.emulate_device", &c.debug.emulate_device,
+        "test hook: train on an emulated GPU (CPU arithmetic, separate memory, host-staged MPI)");
 }
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& why) {

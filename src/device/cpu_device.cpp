@@ -182,6 +182,15 @@ Device& cpu_device() {
   return device;
 }
 
+const char* device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::cuda: return "cuda";
+    case DeviceKind::emulated: return "emulated";
+  }
+  return "?";
+}
+
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
   if (name == "tf32") return Precision::tf32;

@@ -29,11 +29,43 @@ std::string shared_gpu(const std::vector<Placement>& all) {
   return "";
 }
 
+Placement placement_of(ProcessGroup& group, int device) {
+  Placement p{};
+  std::snprintf(p.host, sizeof(p.host), "%s", group.host().c_str());
+  p.rank = group.rank();
+  p.local_rank = group.local_rank();
+  p.local_size = group.local_size();
+  p.device = device;
+  std::snprintf(p.visible, sizeof(p.visible), "%s", visible_devices().c_str());
+  return p;
+}
+
+// debug.emulate_device: the GPU path's host side without a GPU (tests).
+ComputeSetup emulated_setup(const Config& config, ProcessGroup& group) {
+  Communicator& comm = group.world();
+  ComputeSetup setup;
+  setup.note = "debug.emulate_device: training on an emulated GPU (CPU arithmetic, separate memory)";
+  Placement mine = placement_of(group, 0);
+  std::snprintf(mine.pci_bus_id, sizeof(mine.pci_bus_id), "emulated");
+  setup.placements.resize(static_cast<std::size_t>(comm.size()));
+  comm.allgather(&mine, sizeof(mine), setup.placements.data());
+  agree_or_fail(comm, [&] {
+    if (config.dist.backend == "nccl") throw InputError("debug.emulate_device works with dist.backend = mpi only");
+    if (config.train.precision != "fp32") throw InputError("debug.emulate_device computes in fp32 only");
+  });
+  setup.owned_device = make_emulated_device();
+  setup.device = setup.owned_device.get();
+  setup.backend = "mpi";
+  setup.transport = make_mpi_transport(comm, *setup.device);
+  return setup;
+}
+
 }  // namespace
 
 ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
   Communicator& comm = group.world();
   ComputeSetup setup;
+  if (config.debug.emulate_device) return emulated_setup(config, group);
   const CudaProbe probe = config.train.device == "cpu" ? CudaProbe{0, "train.device = cpu"} : probe_cuda();
   bool use_cuda = false;
   agree_or_fail(comm, [&] {
@@ -48,13 +80,7 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
                    "; training on the CPU";
   }
 
-  Placement mine{};
-  std::snprintf(mine.host, sizeof(mine.host), "%s", group.host().c_str());
-  mine.rank = comm.rank();
-  mine.local_rank = group.local_rank();
-  mine.local_size = group.local_size();
-  mine.device = use_cuda ? group.local_rank() % probe.count : -1;
-  std::snprintf(mine.visible, sizeof(mine.visible), "%s", visible_devices().c_str());
+  Placement mine = placement_of(group, use_cuda ? group.local_rank() % probe.count : -1);
   if (use_cuda)
     std::snprintf(mine.pci_bus_id, sizeof(mine.pci_bus_id), "%s", cuda_device_info(mine.device).pci_bus_id.c_str());
   setup.placements.resize(static_cast<std::size_t>(comm.size()));

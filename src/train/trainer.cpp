@@ -50,7 +50,7 @@ void print_banner(const Config& config, Communicator& comm, const ComputeSetup& 
   std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
   if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
   std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank\n",
-              comm.size(), compute.device->is_host() ? "cpu" : "cuda", precision_name(compute.device->precision()),
+              comm.size(), device_kind_name(compute.device->kind()), precision_name(compute.device->precision()),
               compute.transport->name().c_str(), threads);
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {
@@ -274,8 +274,8 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
     std::vector<Batch> micro;
     // On a GPU the next step's first batch is read and copied to the device while
     // this step computes (a read error is kept for the next step's agreement).
-    // Not with failure injection, which edits batches on the host before use.
-    const bool prefetching = !compute.device->is_host() && config.debug.fail_mode == "none";
+    // Not with NaN injection, which edits batches on the host before use.
+    const bool prefetching = !compute.device->is_host() && config.debug.fail_mode != "nan";
     std::optional<Batch> next_batch;
     std::optional<StagedBatch> next_staged;
     std::exception_ptr next_error;

@@ -34,11 +34,14 @@ Data make_data() {
 }
 
 // The device the models train on: the CPU, or with MPIDDP_TEST_DEVICE=cuda this
-// rank's GPU (ranks may share one: gradients then go through MPI on the host).
+// rank's GPU (ranks may share one: gradients then go through MPI on the host),
+// or with MPIDDP_TEST_DEVICE=emulated the emulated GPU (the same host-side path).
 Device* test_device() {
-  static std::unique_ptr<Device> gpu = [] {
+  static std::unique_ptr<Device> gpu = []() -> std::unique_ptr<Device> {
     const char* name = std::getenv("MPIDDP_TEST_DEVICE");
-    return name && std::string(name) == "cuda" ? make_cuda_device(0) : nullptr;
+    if (name && std::string(name) == "cuda") return make_cuda_device(0);
+    if (name && std::string(name) == "emulated") return make_emulated_device();
+    return nullptr;
   }();
   return gpu ? gpu.get() : &cpu_device();
 }

@@ -85,6 +85,7 @@ struct DebugConfig {                 // failure injection for tests; not for pro
   int fail_rank = -1;
   std::int64_t fail_step = -1;       // global optimizer step (0-based) at which to fail
   std::string fail_mode = "none";    // none | throw | exit | hang | nan | signal
+  bool emulate_device = false;       // train on the emulated GPU (see make_emulated_device)
 };
 
 struct Config {

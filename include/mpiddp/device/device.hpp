@@ -19,7 +19,8 @@ namespace mpiddp {
 struct Batch;
 class Matrix;
 
-enum class DeviceKind { cpu, cuda };
+enum class DeviceKind { cpu, cuda, emulated };
+const char* device_kind_name(DeviceKind kind);
 
 // Matrix-product precision. bf16: bf16 inputs, fp32 accumulation and output,
 // fp32 master weights, gradients and loss. tf32: fp32 storage, TF32 tensor cores.
@@ -96,5 +97,9 @@ class Device {
 
 // The process-wide CPU device.
 Device& cpu_device();
+
+// Tests only: a non-host device with its own memory that computes with the CPU's
+// code, so the GPU path's host-side logic runs (and is tested) without a GPU.
+std::unique_ptr<Device> make_emulated_device();
 
 }  // namespace mpiddp
