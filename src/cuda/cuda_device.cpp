@@ -118,6 +118,9 @@ void CudaDevice::fill_zero(float* data, std::size_t count) {
 void CudaDevice::synchronize() { wait_for_compute("cudaStreamSynchronize"); }
 
 void CudaDevice::wait_for_compute(const char* what) {
+  // A kernel that never finishes ends the job after dist.timeout_s like a hung
+  // collective (with NCCL, the wait check below reacts first and aborts NCCL).
+  Watchdog::Scope scope(what);
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const cudaError_t status = cudaStreamQuery(compute_);
