@@ -55,12 +55,17 @@ int inspect_devices() {
 int command_inspect(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: mpiddp inspect sampler --size N [--world W --rank R --seed S --epoch E --drop-last --no-shuffle]\n"
-                "       mpiddp inspect devices\n");
+                "       mpiddp inspect devices\n"
+                "       mpiddp inspect checkpoint FILE.h5\n");
     return args.empty() ? kExitInputError : kExitOk;
   }
   if (args[0] == "sampler") return inspect_sampler({args.begin() + 1, args.end()});
   if (args[0] == "devices") return inspect_devices();
-  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler, devices)");
+  if (args[0] == "checkpoint") {
+    if (args.size() != 2) throw InputError("usage: mpiddp inspect checkpoint FILE.h5");
+    return inspect_checkpoint(args[1]);
+  }
+  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler, devices, checkpoint)");
 }
 
 }  // namespace mpiddp

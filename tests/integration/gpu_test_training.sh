@@ -23,7 +23,7 @@ train() { local ranks=$1 dir=$2; shift 2; run_ranks "$ranks" train "$INI" "${DAT
 # CPU and GPU loss curves, fp32, one rank.
 train 1 cpu --train.device cpu --train.epochs 1 --train.log_every 50
 train 1 gpu32 --train.device cuda --train.epochs 1 --train.log_every 50
-/usr/bin/python3 - "$WORK/cpu/metrics.jsonl" "$WORK/gpu32/metrics.jsonl" <<'PY' && pass "GPU fp32 loss curve follows the CPU's (<= 0.02)" || fail "GPU fp32 loss curve differs from the CPU's"
+"$PYTHON" - "$WORK/cpu/metrics.jsonl" "$WORK/gpu32/metrics.jsonl" <<'PY' && pass "GPU fp32 loss curve follows the CPU's (<= 0.02)" || fail "GPU fp32 loss curve differs from the CPU's"
 import json, sys
 def losses(path):
     return [r["loss"] for r in map(json.loads, open(path)) if r.get("type") == "train"]
@@ -37,7 +37,7 @@ PY
 train 1 fp32 --train.device cuda
 train 1 bf16 --train.device cuda --train.precision bf16
 a32=$(json_field "$WORK/fp32/summary.json" test_accuracy); a16=$(json_field "$WORK/bf16/summary.json" test_accuracy)
-/usr/bin/python3 -c "import sys; sys.exit(0 if abs($a32 - $a16) <= 0.005 else 1)" \
+"$PYTHON" -c "import sys; sys.exit(0 if abs($a32 - $a16) <= 0.005 else 1)" \
   && pass "bf16 accuracy $a16 vs fp32 $a32 (within 0.5 points)" || fail "bf16 accuracy $a16 vs fp32 $a32"
 grep -q "gradients over nccl" "$WORK/fp32.log" && pass "one rank on the GPU uses NCCL by default" || fail "backend not nccl"
 
@@ -46,7 +46,7 @@ expect_error "two ranks, one GPU, no share_device" 2 "train.share_device" train 
   --run.dir "$WORK/refused" --train.device cuda --train.epochs 1
 train 2 shared --train.device cuda --train.share_device true --dist.backend mpi --train.epochs 2 && {
   acc=$(json_field "$WORK/shared/summary.json" test_accuracy)
-  /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" \
+  "$PYTHON" -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" \
     && pass "2 ranks sharing the GPU over host-staged MPI: accuracy $acc" || fail "shared GPU accuracy $acc"; }
 
 # bf16 buckets over NCCL, and resume on the GPU.

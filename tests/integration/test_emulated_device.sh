@@ -46,6 +46,14 @@ for f in "$WORK"/cpu2/checkpoints/ckpt-step-*.h5; do
   same_parameters "$f" "$WORK/emu2/checkpoints/$(basename "$f")" || fail "checkpoint $(basename "$f") differs"
 done && pass "all $(ls "$WORK"/cpu2/checkpoints/ckpt-step-*.h5 | wc -l) intermediate checkpoints identical"
 
+# mpiddp's own checkpoint summary (used where h5py is missing) agrees.
+arrays() { "$MPIDDP" inspect checkpoint "$1" | grep ' \['; }
+first=$(ls "$WORK"/cpu2/checkpoints/ckpt-step-*.h5 | head -1)
+[ "$(arrays "$first" | wc -l)" -eq 18 ] && cmp -s <(arrays "$(latest_checkpoint "$WORK/cpu2")") \
+  <(arrays "$(latest_checkpoint "$WORK/emu2")") && ! cmp -s <(arrays "$first") <(arrays "$(latest_checkpoint "$WORK/cpu2")") \
+  && pass "inspect checkpoint: 18 arrays, equal checksums for equal runs, different for different steps" \
+  || fail "inspect checkpoint checksums"
+
 # Stopped mid-epoch by an agreed signal, resumed on the emulated GPU.
 rc=0
 run split 2 --debug.emulate_device true --debug.fail_rank 1 --debug.fail_step 77 --debug.fail_mode signal || rc=$?
