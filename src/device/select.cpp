@@ -29,6 +29,15 @@ std::string shared_gpu(const std::vector<Placement>& all) {
   return "";
 }
 
+// Ranks may share a GPU only when asked to, and never over NCCL.
+void check_sharing(const std::string& shared, const Config& config, const std::string& backend) {
+  if (shared.empty()) return;
+  if (!config.train.share_device)
+    throw InputError(shared + ": start one rank per GPU, or set train.share_device = true (dist.backend = mpi)");
+  if (backend == "nccl")
+    throw InputError(shared + ": NCCL cannot run two ranks on one GPU; set dist.backend = mpi to share it");
+}
+
 Placement placement_of(ProcessGroup& group, int device) {
   Placement p{};
   std::snprintf(p.host, sizeof(p.host), "%s", group.host().c_str());
@@ -49,9 +58,11 @@ ComputeSetup emulated_setup(const Config& config, ProcessGroup& group) {
   std::snprintf(mine.pci_bus_id, sizeof(mine.pci_bus_id), "emulated");
   setup.placements.resize(static_cast<std::size_t>(comm.size()));
   comm.allgather(&mine, sizeof(mine), setup.placements.data());
+  // One emulated GPU per host, so several ranks on a host share it, as on a one-GPU node.
   agree_or_fail(comm, [&] {
     if (config.dist.backend == "nccl") throw InputError("debug.emulate_device works with dist.backend = mpi only");
     if (config.train.precision != "fp32") throw InputError("debug.emulate_device computes in fp32 only");
+    check_sharing(shared_gpu(setup.placements), config, "mpi");
   });
   setup.owned_device = make_emulated_device();
   setup.device = setup.owned_device.get();
@@ -97,12 +108,7 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
                        "); use dist.backend = mpi or auto");
     if (config.ddp.allreduce_dtype == "bf16" && setup.backend != "nccl")
       throw InputError("ddp.allreduce_dtype = bf16 needs dist.backend = nccl (resolved: " + setup.backend + ")");
-    if (!shared.empty()) {
-      if (!config.train.share_device)
-        throw InputError(shared + ": start one rank per GPU, or set train.share_device = true (dist.backend = mpi)");
-      if (setup.backend == "nccl")
-        throw InputError(shared + ": NCCL cannot run two ranks on one GPU; set dist.backend = mpi to share it");
-    }
+    check_sharing(shared, config, setup.backend);
     if (use_cuda) {
       setup.owned_device = make_cuda_device(mine.device);
       setup.device = setup.owned_device.get();

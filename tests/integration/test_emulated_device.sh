@@ -34,7 +34,7 @@ run() { local name=$1 ranks=$2; shift 2
 
 for ranks in 1 2; do
   run cpu$ranks $ranks || fail "cpu, $ranks rank(s): exit $?"
-  run emu$ranks $ranks --debug.emulate_device true || { fail "emulated, $ranks rank(s): exit $?"; tail -3 "$WORK/emu$ranks.log"; }
+  run emu$ranks $ranks --debug.emulate_device true --train.share_device true || { fail "emulated, $ranks rank(s): exit $?"; tail -3 "$WORK/emu$ranks.log"; }
   grep -q "device emulated" "$WORK/emu$ranks.log" && pass "$ranks rank(s): trained on the emulated GPU" \
     || fail "banner lacks the emulated device"
   same_parameters "$(latest_checkpoint "$WORK/cpu$ranks")" "$(latest_checkpoint "$WORK/emu$ranks")" \
@@ -56,12 +56,20 @@ first=$(ls "$WORK"/cpu2/checkpoints/ckpt-step-*.h5 | head -1)
 
 # Stopped mid-epoch by an agreed signal, resumed on the emulated GPU.
 rc=0
-run split 2 --debug.emulate_device true --debug.fail_rank 1 --debug.fail_step 77 --debug.fail_mode signal || rc=$?
+run split 2 --debug.emulate_device true --train.share_device true --debug.fail_rank 1 --debug.fail_step 77 \
+  --debug.fail_mode signal || rc=$?
 [ "$rc" -eq 75 ] && pass "stop signal on the emulated GPU: exit 75" || fail "stop signal: exit $rc"
-run split 2 --debug.emulate_device true --resume auto || fail "resume: exit $?"
+run split 2 --debug.emulate_device true --train.share_device true --resume auto || fail "resume: exit $?"
 same_parameters "$(latest_checkpoint "$WORK/cpu2")" "$(latest_checkpoint "$WORK/split")" \
   && pass "stop + resume on the emulated GPU ends bit-identical to the uninterrupted CPU run" \
   || fail "resumed emulated run differs"
+
+# Two ranks on one (emulated) GPU need train.share_device, and never NCCL.
+expect_error shared-gpu 2 "both use GPU emulated" train "$WORK/run.ini" --run.dir "$WORK/x" --debug.emulate_device true
+grep -q "train.share_device = true" "$WORK/shared-gpu.out" && pass "the message says how to allow sharing" \
+  || fail "sharing message"
+expect_error shared-gpu-nccl 2 "debug.emulate_device works with dist.backend = mpi only" train "$WORK/run.ini" \
+  --run.dir "$WORK/x" --debug.emulate_device true --train.share_device true --dist.backend nccl
 
 # Evaluation, metrics and the loss curve match the CPU's exactly.
 cmp -s <(grep '"type": *"eval"' "$WORK/cpu2/metrics.jsonl") <(grep '"type": *"eval"' "$WORK/emu2/metrics.jsonl") \
