@@ -186,22 +186,50 @@ void CudaDevice::done_with_stage(int slot) {
 
 // ---- matrix products (row-major data seen by column-major cuBLAS as transposed) ----
 
-void CudaDevice::gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda,
-                      std::size_t a_count, const float* b, int ldb, std::size_t b_count, float beta, float* c,
-                      int ldc) {
+void CudaDevice::gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Operand& a, int lda,
+                      const Operand& b, int ldb, float beta, float* c, int ldc) {
   const float alpha = 1.0f;
   if (precision_ == Precision::bf16) {
-    __nv_bfloat16* a16 = bf16_a_.get(a_count);
-    __nv_bfloat16* b16 = bf16_b_.get(b_count);
-    to_bf16(a, a16, a_count, compute_);
-    to_bf16(b, b16, b_count, compute_);
+    const __nv_bfloat16* a16 = a.bf16;
+    const __nv_bfloat16* b16 = b.bf16;
+    if (!a16) {
+      __nv_bfloat16* converted = bf16_a_.get(a.count);
+      to_bf16(a.fp32, converted, a.count, compute_);
+      a16 = converted;
+    }
+    if (!b16) {
+      __nv_bfloat16* converted = bf16_b_.get(b.count);
+      to_bf16(b.fp32, converted, b.count, compute_);
+      b16 = converted;
+    }
     check(cublasGemmEx(blas_, ta, tb, m, n, k, &alpha, a16, CUDA_R_16BF, lda, b16, CUDA_R_16BF, ldb, &beta, c,
                        CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx (bf16)");
     return;
   }
-  check(cublasSgemm(blas_, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), "cublasSgemm");
+  check(cublasSgemm(blas_, ta, tb, m, n, k, &alpha, a.fp32, lda, b.fp32, ldb, &beta, c, ldc), "cublasSgemm");
 }
+
+std::unique_ptr<LayerScratch> CudaDevice::make_layer_scratch() { return std::make_unique<Bf16Operands>(); }
+
+Bf16Operands* CudaDevice::bf16_operands(LayerScratch* scratch) const {
+  return precision_ == Precision::bf16 ? dynamic_cast<Bf16Operands*>(scratch) : nullptr;
+}
+
+const __nv_bfloat16* CudaDevice::convert_into(Bf16Operands::Copy& copy, const float* source, std::size_t count) {
+  __nv_bfloat16* data = copy.data.get(count);
+  to_bf16(source, data, count, compute_);
+  copy.source = source;
+  copy.count = count;
+  return data;
+}
+
+namespace {
+// The copy made from exactly this source, or null (then gemm converts afresh).
+const __nv_bfloat16* reuse(Bf16Operands::Copy& copy, const float* source, std::size_t count) {
+  return copy.source == source && copy.count == count ? copy.data.get(count) : nullptr;
+}
+}  // namespace
 
 const float* CudaDevice::ones(int n) {
   float* data = ones_.get(static_cast<std::size_t>(n));
@@ -212,28 +240,47 @@ const float* CudaDevice::ones(int n) {
   return data;
 }
 
-void CudaDevice::linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) {
+void CudaDevice::linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                                LayerScratch* scratch) {
+  const std::size_t w_count = static_cast<std::size_t>(out) * in, x_count = static_cast<std::size_t>(n) * in;
+  Operand wop{w, w_count}, xop{x, x_count};
+  if (Bf16Operands* ops = bf16_operands(scratch)) {
+    wop.bf16 = convert_into(ops->w, w, w_count);
+    xop.bf16 = convert_into(ops->x, x, x_count);
+    ops->dy.source = nullptr;  // a new forward: the old dy copy is stale
+  }
   // y = bias, then y^T += W x^T (column-major: W^T stored, so op T on it).
   broadcast_rows(b, y, n, out, compute_);
-  gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, static_cast<std::size_t>(out) * in, x, in,
-       static_cast<std::size_t>(n) * in, 1.0f, y, out);
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, wop, in, xop, in, 1.0f, y, out);
 }
 
 void CudaDevice::linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                                        bool accumulate) {
+                                        bool accumulate, LayerScratch* scratch) {
   const float beta = accumulate ? 1.0f : 0.0f;
+  const std::size_t x_count = static_cast<std::size_t>(n) * in, dy_count = static_cast<std::size_t>(n) * out;
+  Operand xop{x, x_count}, dyop{dy, dy_count};
+  if (Bf16Operands* ops = bf16_operands(scratch)) {
+    xop.bf16 = reuse(ops->x, x, x_count);
+    dyop.bf16 = convert_into(ops->dy, dy, dy_count);  // also for linear_backward_input
+  }
   // dW^T[in, out] = x^T[in, n] dy[n, out]
-  gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, static_cast<std::size_t>(n) * in, dy, out,
-       static_cast<std::size_t>(n) * out, beta, dw, in);
+  gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xop, in, dyop, out, beta, dw, in);
   // db = dy^T ones: a fixed-order reduction (no atomics), like the CPU's column sums.
   const float one = 1.0f;
   check(cublasSgemv(blas_, CUBLAS_OP_N, out, n, &one, dy, out, ones(n), 1, &beta, db, 1), "cublasSgemv (bias)");
 }
 
-void CudaDevice::linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) {
+void CudaDevice::linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                                       LayerScratch* scratch) {
+  const std::size_t w_count = static_cast<std::size_t>(out) * in, dy_count = static_cast<std::size_t>(n) * out;
+  Operand wop{w, w_count}, dyop{dy, dy_count};
+  if (Bf16Operands* ops = bf16_operands(scratch)) {
+    wop.bf16 = reuse(ops->w, w, w_count);
+    dyop.bf16 = reuse(ops->dy, dy, dy_count);
+    ops->dy.source = nullptr;  // used up: the next backward converts its own dy
+  }
   // dx^T[in, n] = W^T[in, out] dy^T[out, n]
-  gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, static_cast<std::size_t>(out) * in, dy, out,
-       static_cast<std::size_t>(n) * out, 0.0f, dx, in);
+  gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wop, in, dyop, out, 0.0f, dx, in);
 }
 
 // ---- element-wise ----

@@ -28,6 +28,19 @@ class Scratch {
   std::size_t capacity_ = 0;
 };
 
+// bf16 copies of one Linear layer's operands: its forward converts the input and
+// the weights, its backward reuses them (they are what the forward computed
+// with) and converts dy once for both products. A copy is used only for the
+// same source pointer and size it was made from.
+struct Bf16Operands final : LayerScratch {
+  struct Copy {
+    Scratch<__nv_bfloat16> data;
+    const float* source = nullptr;
+    std::size_t count = 0;
+  };
+  Copy x, w, dy;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal);
@@ -56,10 +69,13 @@ class CudaDevice final : public Device {
   StagedBatch stage(const Batch& batch, int slot) override;
   void done_with_stage(int slot) override;
 
-  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) override;
+  std::unique_ptr<LayerScratch> make_layer_scratch() override;
+  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                      LayerScratch* scratch) override;
   void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                              bool accumulate) override;
-  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) override;
+                              bool accumulate, LayerScratch* scratch) override;
+  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                             LayerScratch* scratch) override;
 
   void activation_forward(ActivationKind kind, const float* x, float* y, std::size_t n) override;
   void activation_backward(ActivationKind kind, const float* x, const float* y, const float* dy, float* dx,
@@ -90,9 +106,18 @@ class CudaDevice final : public Device {
   };
   // Waits for the compute stream, calling the wait check while it waits.
   void wait_for_compute(const char* what);
+  // A GEMM operand: fp32 data of `count` floats, and its bf16 copy when one is ready.
+  struct Operand {
+    const float* fp32;
+    std::size_t count;
+    const __nv_bfloat16* bf16 = nullptr;
+  };
   // C = op(A) op(B) in cuBLAS's column-major terms, in the device's precision.
-  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, std::size_t a_count,
-            const float* b, int ldb, std::size_t b_count, float beta, float* c, int ldc);
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Operand& a, int lda,
+            const Operand& b, int ldb, float beta, float* c, int ldc);
+  // The layer's bf16 operands in bf16 mode, else null.
+  Bf16Operands* bf16_operands(LayerScratch* scratch) const;
+  const __nv_bfloat16* convert_into(Bf16Operands::Copy& copy, const float* source, std::size_t count);
   const float* ones(int n);
   void read_scalars(const char* what);
 

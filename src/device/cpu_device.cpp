@@ -112,14 +112,16 @@ class CpuDevice final : public Device {
   }
   void done_with_stage(int) override {}
 
-  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) override {
+  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                      LayerScratch*) override {
     cpu::linear_forward(x, w, b, y, n, in, out);
   }
   void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                              bool accumulate) override {
+                              bool accumulate, LayerScratch*) override {
     cpu::linear_backward_params(x, dy, dw, db, n, in, out, accumulate);
   }
-  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) override {
+  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                             LayerScratch*) override {
     cpu::linear_backward_input(dy, w, dx, n, in, out);
   }
 

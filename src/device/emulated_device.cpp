@@ -61,15 +61,17 @@ class EmulatedDevice final : public Device {
   }
   void done_with_stage(int) override {}
 
-  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) override {
-    cpu().linear_forward(x, w, b, y, n, in, out);
+  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                      LayerScratch*) override {
+    cpu().linear_forward(x, w, b, y, n, in, out, nullptr);
   }
   void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                              bool accumulate) override {
-    cpu().linear_backward_params(x, dy, dw, db, n, in, out, accumulate);
+                              bool accumulate, LayerScratch*) override {
+    cpu().linear_backward_params(x, dy, dw, db, n, in, out, accumulate, nullptr);
   }
-  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) override {
-    cpu().linear_backward_input(dy, w, dx, n, in, out);
+  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                             LayerScratch*) override {
+    cpu().linear_backward_input(dy, w, dx, n, in, out, nullptr);
   }
   void activation_forward(ActivationKind kind, const float* x, float* y, std::size_t n) override {
     cpu().activation_forward(kind, x, y, n);

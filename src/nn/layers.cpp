@@ -29,18 +29,18 @@ void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
 void Linear::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   y.resize(x.rows(), out_);
   device().linear_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(),
-                          static_cast<int>(x.rows()), static_cast<int>(in_), static_cast<int>(out_));
+                          static_cast<int>(x.rows()), static_cast<int>(in_), static_cast<int>(out_), scratch_.get());
 }
 
 void Linear::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                       bool accumulate) {
   const int n = static_cast<int>(x.rows());
   device().linear_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), n,
-                                  static_cast<int>(in_), static_cast<int>(out_), accumulate);
+                                  static_cast<int>(in_), static_cast<int>(out_), accumulate, scratch_.get());
   if (dx) {
     dx->resize(x.rows(), in_);
     device().linear_backward_input(dy.data(), params.value(weight_), dx->data(), n, static_cast<int>(in_),
-                                   static_cast<int>(out_));
+                                   static_cast<int>(out_), scratch_.get());
   }
 }
 

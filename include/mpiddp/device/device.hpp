@@ -28,6 +28,14 @@ enum class Precision { fp32, tf32, bf16 };
 Precision parse_precision(const std::string& name);
 const char* precision_name(Precision p);
 
+// What a device may keep for one layer between its forward and its backward
+// (the CUDA device keeps the bf16 copies of the layer's input and weights that
+// the forward made, so backward does not convert them again). Owned by the layer.
+class LayerScratch {
+ public:
+  virtual ~LayerScratch() = default;
+};
+
 // A batch as the device sees it: features (and labels or targets) in device memory.
 struct StagedBatch {
   const Matrix* features = nullptr;
@@ -63,12 +71,17 @@ class Device {
   virtual void done_with_stage(int slot) = 0;
 
   // ---- Linear layer, PyTorch layout: x[n, in], w[out, in], b[out], y[n, out] ----
-  virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) = 0;
+  // `scratch` (may be null) is the layer's own, from make_layer_scratch(); the
+  // backward calls of a layer then reuse what its last forward prepared.
+  virtual std::unique_ptr<LayerScratch> make_layer_scratch() { return nullptr; }
+  virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                              LayerScratch* scratch) = 0;
   // dw (+)= dy^T x; db (+)= column sums of dy (overwritten unless accumulate).
   virtual void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                                      bool accumulate) = 0;
+                                      bool accumulate, LayerScratch* scratch) = 0;
   // dx = dy w
-  virtual void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) = 0;
+  virtual void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                                     LayerScratch* scratch) = 0;
 
   // ---- element-wise ----
   virtual void activation_forward(ActivationKind kind, const float* x, float* y, std::size_t n) = 0;

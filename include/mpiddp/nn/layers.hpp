@@ -19,8 +19,11 @@ class Linear final : public Layer {
 
  private:
   std::size_t in_ = 0, out_;
+  void on_bind() override { scratch_ = device().make_layer_scratch(); }
+
   std::size_t weight_ = 0, bias_ = 0;
   ParameterStore* params_ = nullptr;
+  std::unique_ptr<LayerScratch> scratch_;  // the device's, kept from forward to backward
 };
 ActivationKind parse_activation(const std::string& name);
 
