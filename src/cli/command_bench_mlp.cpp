@@ -101,8 +101,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     in.lr = 1e-4;
     if (data_mode == "resident") in.resident = &resident;
     auto one_step = [&] {
-      forward_backward(*model, reducer, in);
-      if (gradients_finite(model->parameters()))
+      if (forward_backward(*model, reducer, in).finite)
         optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
     };
     for (int i = 0; i < warmup; ++i) one_step();

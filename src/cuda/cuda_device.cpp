@@ -316,12 +316,18 @@ void CudaDevice::read_scalars(const char* what) {
   wait_for_compute(what);
 }
 
+void CudaDevice::check_finite(const float* data, std::size_t n) {
+  // take_loss() clears the flag, so it is 0 here unless set by this check.
+  find_nonfinite(data, n, scalars_, compute_);
+}
+
 LossResult CudaDevice::take_loss() {
   read_scalars("reading the step's loss");
   LossResult r;
   r.loss_sum = host_scalars_->loss_sum;
   r.correct = static_cast<std::int64_t>(host_scalars_->correct);
   r.count = static_cast<std::int64_t>(host_scalars_->count);
+  r.finite = host_scalars_->nonfinite == 0;
   check(cudaMemsetAsync(scalars_, 0, sizeof(LossScalars), compute_), "cudaMemset (loss sums)");
   return r;
 }
@@ -342,7 +348,9 @@ bool CudaDevice::all_finite(const float* data, std::size_t n) {
   check(cudaMemsetAsync(&scalars_->nonfinite, 0, sizeof(int), compute_), "cudaMemset (finite flag)");
   find_nonfinite(data, n, scalars_, compute_);
   read_scalars("checking gradients for NaN/Inf");
-  return host_scalars_->nonfinite == 0;
+  const bool finite = host_scalars_->nonfinite == 0;
+  check(cudaMemsetAsync(&scalars_->nonfinite, 0, sizeof(int), compute_), "cudaMemset (finite flag)");
+  return finite;
 }
 
 }  // namespace mpiddp::cuda

@@ -87,6 +87,7 @@ class CudaDevice final : public Device {
 
   void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) override;
   void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) override;
+  void check_finite(const float* data, std::size_t n) override;
   LossResult take_loss() override;
 
   void sgd_update(float* params, const float* grads, float* buffer, std::size_t n,

@@ -161,6 +161,7 @@ class CpuDevice final : public Device {
     }
     loss_.count += n;
   }
+  void check_finite(const float* data, std::size_t n) override { loss_.finite = all_finite_loop(data, n); }
   LossResult take_loss() override { return std::exchange(loss_, LossResult{}); }
 
   void sgd_update(float* params, const float* grads, float* buffer, std::size_t n,

@@ -92,6 +92,7 @@ class EmulatedDevice final : public Device {
   void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) override {
     cpu().mean_squared_error(y, targets, grad, n, t);
   }
+  void check_finite(const float* data, std::size_t n) override { cpu().check_finite(data, n); }
   LossResult take_loss() override { return cpu().take_loss(); }
   void sgd_update(float* params, const float* grads, float* buffer, std::size_t n,
                   const ew::SgdCoefficients& k) override {

@@ -35,6 +35,8 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     ++ctx.counter;
   }
   reducer.finish();
+  // Queued now, read with the loss: the step waits for the device only once.
+  device.check_finite(model.parameters().grads(), model.parameters().total());
   if (in.while_device_runs) in.while_device_runs();
   return device.take_loss();  // the step's one wait for the device
 }

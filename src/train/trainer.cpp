@@ -343,7 +343,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       } catch (const RuntimeError& e) {
         throw RuntimeError("step " + std::to_string(step) + ": " + e.what());
       }
-      if (gradients_finite(params)) {
+      if (r.finite) {
         optimizer->step(params.values(), params.grads(), params.total(), in.lr);
       } else if (config.train.nonfinite == "skip") {
         ++skipped_steps;

@@ -161,6 +161,12 @@ TEST_CASE("GPU losses and optimizer steps match the CPU", "[gpu]") {
   const float nan = std::nanf("");
   gpu().copy_to_device(gp.data + 4321, &nan, sizeof(float));
   CHECK_FALSE(gpu().all_finite(gp.data, count));
+  // The queued check, read with the loss; take_loss() clears it.
+  gpu().check_finite(gp.data, count);
+  CHECK_FALSE(gpu().take_loss().finite);
+  CHECK(gpu().take_loss().finite);
+  gpu().check_finite(gr.data, count);
+  CHECK(gpu().take_loss().finite);
 }
 
 TEST_CASE("GPU model gradients match finite differences and runs repeat bit for bit", "[gpu]") {

@@ -93,7 +93,7 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
     StepInputs in;
     in.micro_batches = &micro;
     in.lr = spec.optimizer == "sgd" ? 0.1 : 0.01;
-    forward_backward(*model, reducer, in);
+    REQUIRE(forward_backward(*model, reducer, in).finite);
     REQUIRE(gradients_finite(model->parameters()));
     optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
   }

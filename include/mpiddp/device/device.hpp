@@ -97,7 +97,10 @@ class Device {
   // grad (may be null) receives d(mean loss)/d(output) over these n rows.
   virtual void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) = 0;
   virtual void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) = 0;
-  // Waits, returns what the losses accumulated since the last call, and resets it.
+  // Queues a NaN/Inf check of data; take_loss() reports it (one wait for both).
+  virtual void check_finite(const float* data, std::size_t n) = 0;
+  // Waits, returns what the losses accumulated since the last call (and whether
+  // the data of the last check_finite, if any, was finite), and resets both.
   virtual LossResult take_loss() = 0;
 
   // ---- optimizer steps over flat buffers, and the finite check (waits) ----

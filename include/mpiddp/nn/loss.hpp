@@ -11,6 +11,7 @@ struct LossResult {
   double loss_sum = 0.0;   // summed over samples (divide by count for the mean)
   std::int64_t correct = 0;  // classification only
   std::int64_t count = 0;
+  bool finite = true;      // forward_backward: the reduced gradients had no NaN/Inf
 };
 
 // Softmax cross-entropy with integer class labels. When grad is not null it

@@ -32,7 +32,9 @@ struct StepInputs {
 };
 
 // Leaves the global mean gradient in the model's gradient buffer (identical on
-// every rank) and returns the loss summed over this rank's samples.
+// every rank) and returns the loss summed over this rank's samples, and in
+// `finite` whether that gradient is free of NaN/Inf (the same on every rank,
+// since it is checked after the reduction).
 LossResult forward_backward(Sequential& model, GradientReducer& reducer, const StepInputs& in);
 
 // True when every gradient is finite. The gradients are already reduced, so
