@@ -27,10 +27,6 @@ class NoTransport final : public GradientTransport {
   std::unique_ptr<PendingReduction> start(std::size_t, float*, std::size_t, bool) override { return nullptr; }
 };
 
-struct Timing {
-  double step_s = 0.0;
-};
-
 }  // namespace
 
 int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group) {
@@ -113,10 +109,10 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // The slowest rank sets the pace.
     const double slowest = static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(local * 1e9))) / 1e9;
-    return Timing{slowest / steps};
+    return slowest / steps;  // seconds per step
   };
 
-  Timing with{}, without{};
+  double with = 0.0, without = 0.0;  // seconds per step
   if (comm_mode != "none") with = time_steps(true);
   if (comm_mode != "on") without = time_steps(false);
   if (comm.rank() == 0) {
@@ -125,15 +121,15 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
                 inputs, hidden.c_str(), outputs, batch, comm.size(), compute.device->describe().c_str(),
                 precision_name(compute.device->precision()), compute.transport->name().c_str(), data_mode.c_str());
     std::printf("%-22s %12s %14s %12s\n", "mode", "step ms", "samples/s", "TFLOP/s");
-    auto row = [&](const char* mode, const Timing& t) {
-      std::printf("%-22s %12.3f %14.0f %12.2f\n", mode, t.step_s * 1e3, batch * comm.size() / t.step_s,
-                  flops * comm.size() / t.step_s / 1e12);
+    auto row = [&](const char* mode, double step_s) {
+      std::printf("%-22s %12.3f %14.0f %12.2f\n", mode, step_s * 1e3, batch * comm.size() / step_s,
+                  flops * comm.size() / step_s / 1e12);
     };
     if (comm_mode != "none") row("with all-reduce", with);
     if (comm_mode != "on") row("no communication", without);
     if (comm_mode == "both")
       std::printf("exposed communication: %.1f%% of the step\n",
-                  100.0 * std::max(0.0, with.step_s - without.step_s) / with.step_s);
+                  100.0 * std::max(0.0, with - without) / with);
     std::fflush(stdout);
   }
   return kExitOk;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "check.hpp"
@@ -111,16 +112,14 @@ void CudaDevice::copy_within(void* to, const void* from, std::size_t bytes) {
     check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, compute_), "cudaMemcpy device->device");
 }
 
-void CudaDevice::fill_zero(float* data, std::size_t count) {
-  if (count) check(cudaMemsetAsync(data, 0, count * sizeof(float), compute_), "cudaMemset");
-}
-
 void CudaDevice::synchronize() { wait_for_compute("cudaStreamSynchronize"); }
 
 void CudaDevice::wait_for_compute(const char* what) {
   // A kernel that never finishes ends the job after dist.timeout_s like a hung
-  // collective (with NCCL, the wait check below reacts first and aborts NCCL).
-  Watchdog::Scope scope(what);
+  // collective. With NCCL the wait check owns that timeout, so that it can abort
+  // NCCL before ending the job.
+  std::optional<Watchdog::Scope> scope;
+  if (!wait_check_) scope.emplace(what);
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const cudaError_t status = cudaStreamQuery(compute_);
@@ -176,7 +175,6 @@ StagedBatch CudaDevice::stage(const Batch& batch, int slot) {
   staged.features = &s.features;
   staged.labels = labels;
   staged.targets = targets;
-  staged.rows = rows;
   return staged;
 }
 

@@ -63,7 +63,6 @@ class CudaDevice final : public Device {
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   void copy_to_device(void* device, const void* host, std::size_t bytes) override;
   void copy_within(void* to, const void* from, std::size_t bytes) override;
-  void fill_zero(float* data, std::size_t count) override;
   void synchronize() override;
 
   StagedBatch stage(const Batch& batch, int slot) override;

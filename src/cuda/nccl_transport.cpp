@@ -127,8 +127,7 @@ class NcclTransport final : public GradientTransport {
     if (status != ncclSuccess) problem = std::string("ncclCommGetAsyncError failed: ") + ncclGetErrorString(status);
     else if (async != ncclSuccess && async != ncclInProgress)
       problem = std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
-    // Slightly before the watchdog (same dist.timeout_s), so that NCCL is aborted cleanly.
-    else if (timeout_s_ > 0.0 && waited > 0.95 * timeout_s_)
+    else if (timeout_s_ > 0.0 && waited > timeout_s_)
       problem = "GPU work (NCCL all-reduce or compute) did not complete within dist.timeout_s = " +
                 std::to_string(timeout_s_) + " s (another rank died, hung or is far behind)";
     if (problem.empty()) return;

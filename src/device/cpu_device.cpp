@@ -98,7 +98,6 @@ class CpuDevice final : public Device {
   void copy_within(void* to, const void* from, std::size_t bytes) override {
     if (bytes && to != from) std::memmove(to, from, bytes);
   }
-  void fill_zero(float* data, std::size_t count) override { std::fill(data, data + count, 0.0f); }
   void synchronize() override {}
 
   // Host batches are used where they are.
@@ -107,7 +106,6 @@ class CpuDevice final : public Device {
     s.features = &batch.features;
     s.labels = batch.class_ids.empty() ? nullptr : batch.class_ids.data();
     s.targets = batch.targets.size() ? batch.targets.data() : nullptr;
-    s.rows = batch.size();
     return s;
   }
   void done_with_stage(int) override {}

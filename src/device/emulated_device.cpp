@@ -41,7 +41,6 @@ class EmulatedDevice final : public Device {
   void copy_within(void* to, const void* from, std::size_t bytes) override {
     if (bytes && to != from) std::memmove(to, from, bytes);
   }
-  void fill_zero(float* data, std::size_t count) override { cpu().fill_zero(data, count); }
   void synchronize() override {}
 
   // Copies into the slot's own memory, like the CUDA device's pinned slots.
@@ -56,7 +55,6 @@ class EmulatedDevice final : public Device {
     staged.features = &s.features;
     staged.labels = s.labels.empty() ? nullptr : s.labels.data();
     staged.targets = batch.targets.size() ? s.targets.data() : nullptr;
-    staged.rows = batch.size();
     return staged;
   }
   void done_with_stage(int) override {}

@@ -40,6 +40,10 @@ expect_error bf16-buckets-mpi 2 "ddp.allreduce_dtype" train "$WORK/run.ini" --ru
 expect_error bf16-buckets-cpu 2 "ddp.allreduce_dtype = bf16 needs dist.backend = nccl" train "$WORK/run.ini" \
   --run.dir "$WORK/x" --ddp.allreduce_dtype bf16
 
+expect_error bench-data 2 "--data must be resident or staged" bench mlp --data somewhere
+rc=0; "$MPIDDP" inspect checkpoint "$WORK/train.csv" > "$WORK/inspect.out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l < "$WORK/inspect.out")" -eq 1 ] && grep -q "train.csv: not a readable HDF5 file" "$WORK/inspect.out" \
+  && pass "inspect checkpoint of a non-HDF5 file: $(cat "$WORK/inspect.out")" || { fail "inspect checkpoint error"; cat "$WORK/inspect.out"; }
 run_ranks 2 bench mlp --steps 20 --warmup 2 > "$WORK/bench.log" 2>&1 || fail "bench mlp: exit $?"
 grep -q "^exposed communication: " "$WORK/bench.log" && pass "bench mlp table: $(tail -1 "$WORK/bench.log")" \
   || { fail "bench mlp output"; cat "$WORK/bench.log"; }

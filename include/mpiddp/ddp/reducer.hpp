@@ -34,7 +34,6 @@ class GradientReducer {
 
   // Reduce even with one rank (to measure the transport's cost in benchmarks).
   void set_reduce_single_rank(bool on) { reduce_single_rank_ = on; }
-  const GradientTransport& transport() const { return *transport_; }
 
   // Sets rank 0's parameter values on every rank (DDP's construction-time
   // broadcast) after checking that every rank built the same parameter list.

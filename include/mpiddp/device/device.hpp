@@ -41,7 +41,6 @@ struct StagedBatch {
   const Matrix* features = nullptr;
   const std::int32_t* labels = nullptr;  // classification
   const float* targets = nullptr;        // regression, rows x target width
-  std::size_t rows = 0;
 };
 
 class Device {
@@ -59,7 +58,6 @@ class Device {
   virtual void copy_to_host(void* host, const void* device, std::size_t bytes) = 0;  // waits
   virtual void copy_to_device(void* device, const void* host, std::size_t bytes) = 0;
   virtual void copy_within(void* to, const void* from, std::size_t bytes) = 0;
-  virtual void fill_zero(float* data, std::size_t count) = 0;
   // Waits until all work issued so far is done.
   virtual void synchronize() = 0;
 

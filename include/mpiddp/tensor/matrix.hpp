@@ -53,7 +53,6 @@ class Matrix {
   std::size_t rows() const { return rows_; }
   std::size_t cols() const { return cols_; }
   std::size_t size() const { return rows_ * cols_; }
-  bool on_device() const { return device_ != nullptr; }
   float* data() { return device_ ? device_data_ : storage_.data(); }
   const float* data() const { return device_ ? device_data_ : storage_.data(); }
   float* row(std::size_t r) { return storage_.data() + r * cols_; }
