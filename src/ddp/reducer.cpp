@@ -1,6 +1,7 @@
 #include "mpiddp/ddp/reducer.hpp"
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/device/ops/pointwise_ops.hpp"
 
 namespace mpiddp {
 
@@ -70,7 +71,7 @@ void GradientReducer::launch_ready_buckets() {
     float* data = params_.grads() + b.begin;
     const std::size_t count = b.end - b.begin;
     // Pre-divide, then SUM: the result is the mean over ranks and micro-batches.
-    if (scale_ != 1.0f) params_.device().scale(data, count, scale_);
+    if (scale_ != 1.0f) params_.device().ops<PointwiseOps>().scale(data, count, scale_);
     const std::size_t index = next_to_launch_++;
     if (transport_->size() == 1 && !reduce_single_rank_) continue;
     const bool last = next_to_launch_ == buckets_.size();

@@ -28,18 +28,18 @@ void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
 
 void Linear::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   y.resize(x.rows(), out_);
-  device().linear_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(),
+  dense().linear_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(),
                           static_cast<int>(x.rows()), static_cast<int>(in_), static_cast<int>(out_), scratch_.get());
 }
 
 void Linear::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                       bool accumulate) {
   const int n = static_cast<int>(x.rows());
-  device().linear_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), n,
+  dense().linear_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), n,
                                   static_cast<int>(in_), static_cast<int>(out_), accumulate, scratch_.get());
   if (dx) {
     dx->resize(x.rows(), in_);
-    device().linear_backward_input(dy.data(), params.value(weight_), dx->data(), n, static_cast<int>(in_),
+    dense().linear_backward_input(dy.data(), params.value(weight_), dx->data(), n, static_cast<int>(in_),
                                    static_cast<int>(out_), scratch_.get());
   }
 }
@@ -64,13 +64,13 @@ std::string Activation::kind() const {
 
 void Activation::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   y.resize(x.rows(), x.cols());
-  device().activation_forward(kind_, x.data(), y.data(), x.size());
+  device().ops<PointwiseOps>().activation_forward(kind_, x.data(), y.data(), x.size());
 }
 
 void Activation::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
   if (!dx) return;
   dx->resize(x.rows(), x.cols());
-  device().activation_backward(kind_, x.data(), y.data(), dy.data(), dx->data(), x.size());
+  device().ops<PointwiseOps>().activation_backward(kind_, x.data(), y.data(), dy.data(), dx->data(), x.size());
 }
 
 // ---- Dropout -----------------------------------------------------------------
@@ -85,14 +85,14 @@ void Dropout::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   }
   const std::uint64_t key = hash_combine(hash_combine(ctx.seed, ctx.stream), hash_combine(ctx.counter, layer_id_));
   mask_.resize(x.rows(), x.cols());
-  device().dropout_forward(x.data(), y.data(), mask_.data(), n, key, static_cast<float>(p_),
+  device().ops<PointwiseOps>().dropout_forward(x.data(), y.data(), mask_.data(), n, key, static_cast<float>(p_),
                            static_cast<float>(1.0 / (1.0 - p_)));
 }
 
 void Dropout::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
   if (!dx) return;
   dx->resize(x.rows(), x.cols());
-  if (masked_) device().multiply(dy.data(), mask_.data(), dx->data(), x.size());
+  if (masked_) device().ops<PointwiseOps>().multiply(dy.data(), mask_.data(), dx->data(), x.size());
   else device().copy_within(dx->data(), dy.data(), x.size() * sizeof(float));
 }
 

@@ -16,7 +16,7 @@ void Sgd::step(float* params, const float* grads, std::size_t count, double lr) 
   k.first = first;
   k.nesterov = nesterov_;
   k.has_buffer = momentum_ != 0.0;
-  device_.sgd_update(params, grads, k.has_buffer ? momentum_buffer_.data() : nullptr, count, k);
+  update_.sgd_update(params, grads, k.has_buffer ? momentum_buffer_.data() : nullptr, count, k);
   ++steps_;
 }
 
@@ -38,7 +38,7 @@ void AdamW::step(float* params, const float* grads, std::size_t count, double lr
   k.step_size = static_cast<float>(lr / bias1);
   k.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
   k.eps = static_cast<float>(eps_);
-  device_.adamw_update(params, grads, m_.data(), v_.data(), count, k);
+  update_.adamw_update(params, grads, m_.data(), v_.data(), count, k);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, Device* device) {

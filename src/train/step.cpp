@@ -1,5 +1,7 @@
 #include "mpiddp/train/step.hpp"
 
+#include "mpiddp/device/ops/loss_ops.hpp"
+
 namespace mpiddp {
 
 namespace {
@@ -9,8 +11,9 @@ void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, 
   const int n = static_cast<int>(output.rows()), width = static_cast<int>(output.cols());
   if (grad) grad->resize(output.rows(), output.cols());
   float* g = grad ? grad->data() : nullptr;
-  if (classification) device.softmax_cross_entropy(output.data(), batch.labels, g, n, width);
-  else device.mean_squared_error(output.data(), batch.targets, g, n, width);
+  LossOps& losses = device.ops<LossOps>();
+  if (classification) losses.softmax_cross_entropy(output.data(), batch.labels, g, n, width);
+  else losses.mean_squared_error(output.data(), batch.targets, g, n, width);
 }
 }  // namespace
 
@@ -36,12 +39,14 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
   }
   reducer.finish();
   // Queued now, read with the loss: the step waits for the device only once.
-  device.check_finite(model.parameters().grads(), model.parameters().total());
+  device.ops<LossOps>().check_finite(model.parameters().grads(), model.parameters().total());
   if (in.while_device_runs) in.while_device_runs();
-  return device.take_loss();  // the step's one wait for the device
+  return device.ops<LossOps>().take_loss();  // the step's one wait for the device
 }
 
-bool gradients_finite(ParameterStore& params) { return params.device().all_finite(params.grads(), params.total()); }
+bool gradients_finite(ParameterStore& params) {
+  return params.device().ops<LossOps>().all_finite(params.grads(), params.total());
+}
 
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification) {
   Device& device = model.device();
@@ -50,7 +55,7 @@ LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classifica
   const StagedBatch staged = device.stage(batch, 0);
   apply_loss(device, model.forward(*staged.features, ctx), staged, classification, nullptr);
   device.done_with_stage(0);
-  return device.take_loss();
+  return device.ops<LossOps>().take_loss();
 }
 
 }  // namespace mpiddp

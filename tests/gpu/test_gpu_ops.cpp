@@ -9,6 +9,10 @@
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/ddp/reducer.hpp"
 #include "mpiddp/device/cuda.hpp"
+#include "mpiddp/device/ops/dense_ops.hpp"
+#include "mpiddp/device/ops/loss_ops.hpp"
+#include "mpiddp/device/ops/pointwise_ops.hpp"
+#include "mpiddp/device/ops/update_ops.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
@@ -66,35 +70,35 @@ TEST_CASE("GPU linear layer matches the CPU in fp32", "[gpu]") {
   const auto dy = random_values(n * out, 4);
   std::vector<float> y(n * out), dw(out * in), db(out), dx(n * in);
   Device& cpu = cpu_device();
-  cpu.linear_forward(x.data(), w.data(), b.data(), y.data(), n, in, out, nullptr);
-  cpu.linear_backward_params(x.data(), dy.data(), dw.data(), db.data(), n, in, out, false, nullptr);
-  cpu.linear_backward_input(dy.data(), w.data(), dx.data(), n, in, out, nullptr);
+  cpu.ops<DenseOps>().linear_forward(x.data(), w.data(), b.data(), y.data(), n, in, out, nullptr);
+  cpu.ops<DenseOps>().linear_backward_params(x.data(), dy.data(), dw.data(), db.data(), n, in, out, false, nullptr);
+  cpu.ops<DenseOps>().linear_backward_input(dy.data(), w.data(), dx.data(), n, in, out, nullptr);
   OnGpu gx(x), gw(w), gb(b), gdy(dy), gy(n * out), gdw(out * in), gdb(out), gdx(n * in);
   gpu().set_precision(Precision::fp32);
-  gpu().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, nullptr);
-  gpu().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, nullptr);
-  gpu().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, nullptr);
+  gpu().ops<DenseOps>().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, nullptr);
+  gpu().ops<DenseOps>().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, nullptr);
+  gpu().ops<DenseOps>().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, nullptr);
   CHECK(close(gy.host(), y, 1e-4, 1e-5));
   CHECK(close(gdw.host(), dw, 1e-4, 1e-5));
   CHECK(close(gdb.host(), db, 1e-4, 1e-5));
   CHECK(close(gdx.host(), dx, 1e-4, 1e-5));
   // Accumulation adds to what is there.
-  gpu().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, true, nullptr);
+  gpu().ops<DenseOps>().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, true, nullptr);
   std::vector<float> twice(dw);
   for (float& v : twice) v *= 2.0f;
   CHECK(close(gdw.host(), twice, 1e-4, 1e-5));
   // bf16 inputs: close, not equal (8 mantissa bits).
   gpu().set_precision(Precision::bf16);
-  gpu().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, nullptr);
+  gpu().ops<DenseOps>().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, nullptr);
   const auto y16 = gy.host();
-  gpu().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, nullptr);
-  gpu().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, nullptr);
+  gpu().ops<DenseOps>().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, nullptr);
+  gpu().ops<DenseOps>().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, nullptr);
   const auto dw16 = gdw.host(), dx16 = gdx.host();
   // The layer's reused bf16 copies give bit-identical results to fresh conversions.
-  auto scratch = gpu().make_layer_scratch();
-  gpu().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, scratch.get());
-  gpu().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, scratch.get());
-  gpu().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, scratch.get());
+  auto scratch = gpu().ops<DenseOps>().make_scratch();
+  gpu().ops<DenseOps>().linear_forward(gx.data, gw.data, gb.data, gy.data, n, in, out, scratch.get());
+  gpu().ops<DenseOps>().linear_backward_params(gx.data, gdy.data, gdw.data, gdb.data, n, in, out, false, scratch.get());
+  gpu().ops<DenseOps>().linear_backward_input(gdy.data, gw.data, gdx.data, n, in, out, scratch.get());
   CHECK(gy.host() == y16);
   CHECK(gdw.host() == dw16);
   CHECK(gdx.host() == dx16);
@@ -110,20 +114,20 @@ TEST_CASE("GPU element-wise ops equal the CPU's (shared math)", "[gpu]") {
   const auto x = random_values(n, 5, 3.0f), g = random_values(n, 6);
   for (ActivationKind kind : {ActivationKind::relu, ActivationKind::gelu, ActivationKind::tanh}) {
     std::vector<float> y(n), d(n);
-    cpu_device().activation_forward(kind, x.data(), y.data(), n);
-    cpu_device().activation_backward(kind, x.data(), y.data(), g.data(), d.data(), n);
+    cpu_device().ops<PointwiseOps>().activation_forward(kind, x.data(), y.data(), n);
+    cpu_device().ops<PointwiseOps>().activation_backward(kind, x.data(), y.data(), g.data(), d.data(), n);
     OnGpu gx(x), gg(g), gy(n), gd(n);
-    gpu().activation_forward(kind, gx.data, gy.data, n);
-    gpu().activation_backward(kind, gx.data, gy.data, gg.data, gd.data, n);
+    gpu().ops<PointwiseOps>().activation_forward(kind, gx.data, gy.data, n);
+    gpu().ops<PointwiseOps>().activation_backward(kind, gx.data, gy.data, gg.data, gd.data, n);
     INFO("activation " << static_cast<int>(kind));
     CHECK(close(gy.host(), y, 1e-5, 1e-6));
     CHECK(close(gd.host(), d, 1e-5, 1e-6));
   }
   // Dropout masks are a pure function of (key, index): bit-identical.
   std::vector<float> y(n), mask(n);
-  cpu_device().dropout_forward(x.data(), y.data(), mask.data(), n, 1234, 0.3f, 1.0f / 0.7f);
+  cpu_device().ops<PointwiseOps>().dropout_forward(x.data(), y.data(), mask.data(), n, 1234, 0.3f, 1.0f / 0.7f);
   OnGpu gx(x), gy(n), gm(n);
-  gpu().dropout_forward(gx.data, gy.data, gm.data, n, 1234, 0.3f, 1.0f / 0.7f);
+  gpu().ops<PointwiseOps>().dropout_forward(gx.data, gy.data, gm.data, n, 1234, 0.3f, 1.0f / 0.7f);
   CHECK(gm.host() == mask);
   CHECK(gy.host() == y);
 }
@@ -134,14 +138,14 @@ TEST_CASE("GPU losses and optimizer steps match the CPU", "[gpu]") {
   std::vector<std::int32_t> labels(n);
   for (int i = 0; i < n; ++i) labels[i] = i % c;
   std::vector<float> grad(n * c);
-  cpu_device().take_loss();
-  cpu_device().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c);
-  const LossResult cpu_loss = cpu_device().take_loss();
+  cpu_device().ops<LossOps>().take_loss();
+  cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c);
+  const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
   OnGpu gl(logits), gg(n * c);
   std::int32_t* glabels = static_cast<std::int32_t*>(gpu().allocate(n * sizeof(std::int32_t)));
   gpu().copy_to_device(glabels, labels.data(), n * sizeof(std::int32_t));
-  gpu().softmax_cross_entropy(gl.data, glabels, gg.data, n, c);
-  const LossResult gpu_loss = gpu().take_loss();
+  gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c);
+  const LossResult gpu_loss = gpu().ops<LossOps>().take_loss();
   gpu().release(glabels);
   CHECK(gpu_loss.count == n);
   CHECK(gpu_loss.correct == cpu_loss.correct);
@@ -153,20 +157,20 @@ TEST_CASE("GPU losses and optimizer steps match the CPU", "[gpu]") {
   std::vector<float> m(count, 0.0f), v(count, 0.0f);
   OnGpu gp(params), gr(grads), gm(m), gv(v);
   ew::AdamWCoefficients k{0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 0.01f, 1.2f, 1e-8f};
-  cpu_device().adamw_update(params.data(), grads.data(), m.data(), v.data(), count, k);
-  gpu().adamw_update(gp.data, gr.data, gm.data, gv.data, count, k);
+  cpu_device().ops<UpdateOps>().adamw_update(params.data(), grads.data(), m.data(), v.data(), count, k);
+  gpu().ops<UpdateOps>().adamw_update(gp.data, gr.data, gm.data, gv.data, count, k);
   CHECK(close(gp.host(), params, 1e-5, 1e-6));  // nvcc fuses multiply-adds
   CHECK(close(gm.host(), m, 1e-5, 1e-7));
-  CHECK(gpu().all_finite(gp.data, count));
+  CHECK(gpu().ops<LossOps>().all_finite(gp.data, count));
   const float nan = std::nanf("");
   gpu().copy_to_device(gp.data + 4321, &nan, sizeof(float));
-  CHECK_FALSE(gpu().all_finite(gp.data, count));
+  CHECK_FALSE(gpu().ops<LossOps>().all_finite(gp.data, count));
   // The queued check, read with the loss; take_loss() clears it.
-  gpu().check_finite(gp.data, count);
-  CHECK_FALSE(gpu().take_loss().finite);
-  CHECK(gpu().take_loss().finite);
-  gpu().check_finite(gr.data, count);
-  CHECK(gpu().take_loss().finite);
+  gpu().ops<LossOps>().check_finite(gp.data, count);
+  CHECK_FALSE(gpu().ops<LossOps>().take_loss().finite);
+  CHECK(gpu().ops<LossOps>().take_loss().finite);
+  gpu().ops<LossOps>().check_finite(gr.data, count);
+  CHECK(gpu().ops<LossOps>().take_loss().finite);
 }
 
 TEST_CASE("GPU model gradients match finite differences and runs repeat bit for bit", "[gpu]") {

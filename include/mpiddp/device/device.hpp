@@ -1,8 +1,9 @@
 #pragma once
 // Where a model computes: the CPU (BLAS + vectorised loops) or a CUDA GPU
-// (cuBLAS + kernels). Layers, losses, optimizers and the DDP reducer call only
-// this interface, on pointers into memory the same Device allocated; the
-// training code above it is the same for both.
+// (cuBLAS + kernels). A Device owns memory, copies and input staging; the math
+// comes in op families (device/ops/*.hpp) that each device implements. Layers,
+// losses, optimizers and the DDP reducer use only these, on pointers into memory
+// the same Device allocated; the training code above is the same for both.
 //
 // Work may run asynchronously (on the GPU, everything is ordered on one compute
 // stream): only the calls documented as waiting return results to the host.
@@ -10,9 +11,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include "mpiddp/device/elementwise.hpp"
-#include "mpiddp/nn/loss.hpp"
+#include <typeindex>
+#include <typeinfo>
+#include <utility>
+#include <vector>
 
 namespace mpiddp {
 
@@ -30,7 +32,8 @@ const char* precision_name(Precision p);
 
 // What a device may keep for one layer between its forward and its backward
 // (the CUDA device keeps the bf16 copies of the layer's input and weights that
-// the forward made, so backward does not convert them again). Owned by the layer.
+// the forward made, so backward does not convert them again). Owned by the layer,
+// made by the op family the layer uses.
 class LayerScratch {
  public:
   virtual ~LayerScratch() = default;
@@ -43,8 +46,21 @@ struct StagedBatch {
   const float* targets = nullptr;        // regression, rows x target width
 };
 
+// A family of operations a device provides (dense products, element-wise math,
+// losses, optimizer updates; later convolution, normalisation, attention). Each
+// family is a small interface of its own under device/ops/, implemented once per
+// device and registered when the device is built, so a new layer family adds a
+// family and its implementations without widening Device.
+class OpFamily {
+ public:
+  virtual ~OpFamily() = default;
+};
+
 class Device {
  public:
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
   virtual ~Device() = default;
   virtual DeviceKind kind() const = 0;
   bool is_host() const { return kind() == DeviceKind::cpu; }
@@ -68,48 +84,28 @@ class Device {
   virtual StagedBatch stage(const Batch& batch, int slot) = 0;
   virtual void done_with_stage(int slot) = 0;
 
-  // ---- Linear layer, PyTorch layout: x[n, in], w[out, in], b[out], y[n, out] ----
-  // `scratch` (may be null) is the layer's own, from make_layer_scratch(); the
-  // backward calls of a layer then reuse what its last forward prepared.
-  virtual std::unique_ptr<LayerScratch> make_layer_scratch() { return nullptr; }
-  virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
-                              LayerScratch* scratch) = 0;
-  // dw (+)= dy^T x; db (+)= column sums of dy (overwritten unless accumulate).
-  virtual void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
-                                      bool accumulate, LayerScratch* scratch) = 0;
-  // dx = dy w
-  virtual void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
-                                     LayerScratch* scratch) = 0;
+  // ---- operations ----
+  // This device's implementation of the family `Family` (see device/ops/).
+  // Throws when the device has none; callers on hot paths keep the reference.
+  template <class Family>
+  Family& ops() const {
+    return static_cast<Family&>(find_ops(typeid(Family)));
+  }
 
-  // ---- element-wise ----
-  virtual void activation_forward(ActivationKind kind, const float* x, float* y, std::size_t n) = 0;
-  virtual void activation_backward(ActivationKind kind, const float* x, const float* y, const float* dy, float* dx,
-                                   std::size_t n) = 0;
-  // y = x * mask with mask from ew::dropout_mask(key, i, ...); the mask is kept for backward.
-  virtual void dropout_forward(const float* x, float* y, float* mask, std::size_t n, std::uint64_t key, float p,
-                               float keep_scale) = 0;
-  virtual void multiply(const float* a, const float* b, float* out, std::size_t n) = 0;
-  virtual void scale(float* data, std::size_t n, float factor) = 0;
+ protected:
+  // Registers the implementation of one family (in the device's constructor).
+  template <class Family>
+  void provide(std::unique_ptr<Family> implementation) {
+    families_.emplace_back(std::type_index(typeid(Family)), std::move(implementation));
+  }
 
-  // ---- losses: accumulate sum and correct count on the device ----
-  // grad (may be null) receives d(mean loss)/d(output) over these n rows.
-  virtual void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) = 0;
-  virtual void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) = 0;
-  // Queues a NaN/Inf check of data; take_loss() reports it (one wait for both).
-  virtual void check_finite(const float* data, std::size_t n) = 0;
-  // Waits, returns what the losses accumulated since the last call (and whether
-  // the data of the last check_finite, if any, was finite), and resets both.
-  virtual LossResult take_loss() = 0;
-
-  // ---- optimizer steps over flat buffers, and the finite check (waits) ----
-  virtual void sgd_update(float* params, const float* grads, float* buffer, std::size_t n,
-                          const ew::SgdCoefficients& k) = 0;
-  virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n,
-                            const ew::AdamWCoefficients& k) = 0;
-  virtual bool all_finite(const float* data, std::size_t n) = 0;
+ private:
+  OpFamily& find_ops(const std::type_info& family) const;
+  std::vector<std::pair<std::type_index, std::unique_ptr<OpFamily>>> families_;
 };
 
-// The process-wide CPU device.
+// The process-wide CPU device (the default of layers and buffers made without
+// one). Other CPU devices can be made (cpu_device.hpp); each has its own state.
 Device& cpu_device();
 
 // Tests only: a non-host device with its own memory that computes with the CPU's

@@ -1,5 +1,7 @@
 #pragma once
 // The layers an MLP is built from.
+#include "mpiddp/device/ops/dense_ops.hpp"
+#include "mpiddp/device/ops/pointwise_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
@@ -19,7 +21,8 @@ class Linear final : public Layer {
 
  private:
   std::size_t in_ = 0, out_;
-  void on_bind() override { scratch_ = device().make_layer_scratch(); }
+  DenseOps& dense() const { return device().ops<DenseOps>(); }
+  void on_bind() override { scratch_ = dense().make_scratch(); }
 
   std::size_t weight_ = 0, bias_ = 0;
   ParameterStore* params_ = nullptr;
@@ -52,6 +55,7 @@ class Dropout final : public Layer {
 
  private:
   void on_bind() override { mask_ = Matrix(&device()); }
+
 
   double p_;
   std::uint64_t layer_id_;

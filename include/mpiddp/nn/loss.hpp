@@ -3,16 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "mpiddp/device/ops/loss_ops.hpp"  // LossResult
 #include "mpiddp/tensor/matrix.hpp"
 
 namespace mpiddp {
-
-struct LossResult {
-  double loss_sum = 0.0;   // summed over samples (divide by count for the mean)
-  std::int64_t correct = 0;  // classification only
-  std::int64_t count = 0;
-  bool finite = true;      // forward_backward: the reduced gradients had no NaN/Inf
-};
 
 // Softmax cross-entropy with integer class labels. When grad is not null it
 // receives d(mean loss)/d(logits) = (softmax - onehot) / n.

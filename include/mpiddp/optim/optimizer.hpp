@@ -8,6 +8,7 @@
 
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/device/device.hpp"
+#include "mpiddp/device/ops/update_ops.hpp"
 #include "mpiddp/device/flat_buffer.hpp"
 
 namespace mpiddp {
@@ -23,7 +24,7 @@ struct OptimizerState {
 // one fused pass over the flat buffers there.
 class Optimizer {
  public:
-  explicit Optimizer(Device& device) : device_(device) {}
+  explicit Optimizer(Device& device) : device_(device), update_(device.ops<UpdateOps>()) {}
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
   virtual void step(float* params, const float* grads, std::size_t count, double lr) = 0;
@@ -39,6 +40,7 @@ class Optimizer {
 
  protected:
   Device& device_;
+  UpdateOps& update_;
   std::int64_t steps_ = 0;
 };
 

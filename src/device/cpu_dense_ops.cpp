@@ -1,0 +1,28 @@
+// Dense products on the CPU: OpenBLAS (see tensor/cpu_ops).
+#include "cpu_ops.hpp"
+#include "mpiddp/tensor/cpu_ops.hpp"
+
+namespace mpiddp::cpu {
+namespace {
+
+class CpuDenseOps final : public DenseOps {
+ public:
+  void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out,
+                      LayerScratch*) override {
+    cpu::linear_forward(x, w, b, y, n, in, out);
+  }
+  void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
+                              bool accumulate, LayerScratch*) override {
+    cpu::linear_backward_params(x, dy, dw, db, n, in, out, accumulate);
+  }
+  void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out,
+                             LayerScratch*) override {
+    cpu::linear_backward_input(dy, w, dx, n, in, out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DenseOps> make_dense_ops() { return std::make_unique<CpuDenseOps>(); }
+
+}  // namespace mpiddp::cpu
