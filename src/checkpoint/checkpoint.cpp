@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/data/hdf5_util.hpp"
+#include "io/hdf5_util.hpp"
 
 namespace mpiddp {
 namespace {

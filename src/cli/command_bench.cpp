@@ -10,8 +10,8 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/device/cuda.hpp"
-#include "mpiddp/tensor/cpu_ops.hpp"
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/device/matrix.hpp"
 
 namespace po = boost::program_options;
 

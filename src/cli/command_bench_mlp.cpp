@@ -10,7 +10,7 @@
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/random.hpp"
-#include "mpiddp/device/select.hpp"
+#include "mpiddp/train/compute_setup.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/train/step.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "check.hpp"
 #include "cuda_ops.hpp"
-#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/device/batch.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/watchdog.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "mpiddp/device/device.hpp"
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/matrix.hpp"
 #include "scratch.hpp"
 
 namespace mpiddp::cuda {

@@ -1,5 +1,6 @@
 // Built with CUDA but without NCCL (MPIDDP_ENABLE_NCCL=OFF): dist.backend = mpi only.
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {

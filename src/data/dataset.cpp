@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "mpiddp/common/error.hpp"
+#include "shard.hpp"
 
 namespace mpiddp {
 
@@ -52,6 +53,9 @@ std::vector<std::string> list_shards(const std::string& spec) {
   std::sort(paths.begin(), paths.end());
   return paths;
 }
+
+ShardedDataset::ShardedDataset(ShardedDataset&&) noexcept = default;
+ShardedDataset::~ShardedDataset() = default;
 
 ShardedDataset::ShardedDataset(const std::string& spec, const std::string& features_name,
                                const std::string& labels_name, LabelKind kind)

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/data/hdf5_util.hpp"
+#include "io/hdf5_util.hpp"
 
 namespace mpiddp {
 namespace {

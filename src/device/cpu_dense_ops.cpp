@@ -1,6 +1,6 @@
 // Dense products on the CPU: OpenBLAS (see tensor/cpu_ops).
-#include "cpu_ops.hpp"
-#include "mpiddp/tensor/cpu_ops.hpp"
+#include "cpu_families.hpp"
+#include "mpiddp/device/cpu_blas.hpp"
 
 namespace mpiddp::cpu {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "cpu_ops.hpp"
+#include "cpu_families.hpp"
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/device/batch.hpp"
 
 namespace mpiddp {
 

@@ -3,7 +3,7 @@
 #include <bit>
 #include <utility>
 
-#include "cpu_ops.hpp"
+#include "cpu_families.hpp"
 #include "mpiddp/common/simd.hpp"
 
 namespace mpiddp::cpu {

@@ -1,8 +1,8 @@
 // Element-wise layer math on the CPU: loops over elementwise.hpp's functions,
 // built for several instruction sets (MPIDDP_VECTOR_CLONES).
-#include "cpu_ops.hpp"
+#include "cpu_families.hpp"
 #include "mpiddp/common/simd.hpp"
-#include "mpiddp/tensor/cpu_ops.hpp"
+#include "mpiddp/device/cpu_blas.hpp"
 
 namespace mpiddp::cpu {
 namespace {

@@ -1,5 +1,5 @@
 // Optimizer updates on the CPU: vectorised loops over elementwise.hpp's rules.
-#include "cpu_ops.hpp"
+#include "cpu_families.hpp"
 #include "mpiddp/common/simd.hpp"
 
 namespace mpiddp::cpu {

@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/device/batch.hpp"
 #include "mpiddp/device/cpu_device.hpp"
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/matrix.hpp"
 
 namespace mpiddp {
 namespace {

@@ -1,6 +1,7 @@
 #include "mpiddp/train/step.hpp"
 
 #include "mpiddp/device/ops/loss_ops.hpp"
+#include "mpiddp/train/batch_source.hpp"
 
 namespace mpiddp {
 
@@ -26,9 +27,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
   for (int i = 0; i < count; ++i) {
     // Only the last micro-batch reduces (DDP's no_sync for the others).
     reducer.prepare(i + 1 == count, count);
-    // Alternating slots (by micro-batch number, so also across steps): the next
-    // batch's copy need not wait for the GPU to finish with this one.
-    const int slot = static_cast<int>(ctx.counter % 2);
+    const int slot = staging_slot(ctx.counter);
     const StagedBatch* ready = in.resident ? in.resident : (i == 0 ? in.first_staged : nullptr);
     const StagedBatch batch = ready ? *ready : device.stage(micro[i], slot);
     const Matrix& output = model.forward(*batch.features, ctx);

@@ -8,6 +8,7 @@
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/ddp/reducer.hpp"
+#include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/device/ops/dense_ops.hpp"
 #include "mpiddp/device/ops/loss_ops.hpp"

@@ -4,7 +4,7 @@
 // library's distributions.
 #include <cstdint>
 
-#include "mpiddp/device/hd.hpp"
+#include "mpiddp/common/hd.hpp"
 
 namespace mpiddp {
 

@@ -8,47 +8,21 @@
 #include <string>
 #include <vector>
 
-#include "mpiddp/data/hdf5_util.hpp"
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/batch.hpp"
 
 namespace mpiddp {
 
 enum class LabelKind { class_id, target };
 
-struct Shard {
-  std::string path;
-  std::int64_t first = 0;  // global index of row 0
-  std::int64_t rows = 0;
-  h5::Handle file, features, labels;
-  // Fast path: contiguous, uncompressed, little-endian datasets are read straight
-  // from a read-only mapping of the file at the datasets' offsets (no per-row
-  // system calls); anything else goes through HDF5 hyperslab reads.
-  struct Mapping {
-    int fd = -1;
-    const unsigned char* base = nullptr;
-    std::size_t length = 0;
-    std::size_t features_offset = 0, labels_offset = 0;
-  } mapping;
-  Shard() = default;
-  Shard(Shard&& other) noexcept;
-  Shard& operator=(Shard&&) = delete;
-  ~Shard();
-};
-
-// One batch in the order the sampler asked for.
-struct Batch {
-  Matrix features;
-  std::vector<std::int32_t> class_ids;  // classification
-  Matrix targets;                       // regression
-  std::size_t size() const { return features.rows(); }
-};
+struct Shard;  // one open shard file (private to the data module)
 
 class ShardedDataset {
  public:
   // `spec`: a directory (all *.h5 in it), a glob, or one .h5 file.
   ShardedDataset(const std::string& spec, const std::string& features_name, const std::string& labels_name,
                  LabelKind kind);
-  ShardedDataset(ShardedDataset&&) = default;
+  ShardedDataset(ShardedDataset&&) noexcept;
+  ~ShardedDataset();
 
   std::int64_t size() const { return size_; }
   std::size_t feature_dim() const { return feature_dim_; }
@@ -57,7 +31,6 @@ class ShardedDataset {
   int declared_classes() const { return declared_classes_; }
   // Labels outside [0, classes) are reported as errors when read.
   void set_classes(int classes) { classes_ = classes; }
-  const std::vector<Shard>& shards() const { return shards_; }
   std::string describe() const;
 
   // Reads the samples `indices` (global, any order, repeats allowed) into `out`.

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "mpiddp/common/random.hpp"
-#include "mpiddp/device/hd.hpp"
+#include "mpiddp/common/hd.hpp"
 
 namespace mpiddp {
 

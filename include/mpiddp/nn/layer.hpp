@@ -9,7 +9,7 @@
 
 #include "mpiddp/device/device.hpp"
 #include "mpiddp/nn/parameters.hpp"
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/matrix.hpp"
 
 namespace mpiddp {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "mpiddp/device/ops/loss_ops.hpp"  // LossResult
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/matrix.hpp"
 
 namespace mpiddp {
 

@@ -9,9 +9,11 @@
 namespace mpiddp {
 
 struct TrainSummary {
+  bool evaluated = false;                         // the test set was evaluated at least once
   double test_accuracy = -1.0, test_loss = -1.0;  // -1 = not evaluated
   double final_train_loss = 0.0;
   std::int64_t epochs = 0, steps = 0, train_samples = 0;
+  std::int64_t skipped_steps = 0;  // train.nonfinite = skip
   int world_size = 1;
   std::int64_t global_batch = 0;
   double train_samples_per_s = 0.0;

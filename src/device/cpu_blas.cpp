@@ -1,4 +1,4 @@
-#include "mpiddp/tensor/cpu_ops.hpp"
+#include "mpiddp/device/cpu_blas.hpp"
 
 #include <cblas.h>
 

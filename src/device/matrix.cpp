@@ -1,4 +1,4 @@
-#include "mpiddp/tensor/matrix.hpp"
+#include "mpiddp/device/matrix.hpp"
 
 #include <utility>
 

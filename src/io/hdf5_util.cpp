@@ -1,4 +1,4 @@
-#include "mpiddp/data/hdf5_util.hpp"
+#include "io/hdf5_util.hpp"
 
 #include <mutex>
 

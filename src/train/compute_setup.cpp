@@ -1,10 +1,11 @@
-#include "mpiddp/device/select.hpp"
+#include "mpiddp/train/compute_setup.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {

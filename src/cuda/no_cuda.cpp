@@ -1,5 +1,6 @@
 // Built when MPIDDP_ENABLE_CUDA is OFF: the GPU entry points say so.
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {

@@ -1,0 +1,68 @@
+#pragma once
+// Everything a training run is made of, set up once and in order: data sets,
+// device and gradient transport, model, reducer, optimizer, checkpoints, the
+// position a resume continues from, the run directory's output, and the step
+// arithmetic. Every set-up failure is agreed by all ranks (one line, every rank
+// exits), so nothing after the constructor has to wonder about half-built state.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mpiddp/checkpoint/checkpoint.hpp"
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/ddp/reducer.hpp"
+#include "mpiddp/train/compute_setup.hpp"
+#include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/train/run_output.hpp"
+
+namespace mpiddp {
+
+// How an epoch divides into steps, and where the run ends.
+struct StepPlan {
+  std::int64_t batches_per_epoch = 0;  // per rank (micro-batches)
+  std::int64_t steps_per_epoch = 0;    // optimizer steps
+  std::int64_t total_steps = 0;        // train.epochs x steps_per_epoch, capped by train.max_steps
+  std::int64_t global_batch = 0;       // samples per optimizer step over all ranks
+};
+StepPlan plan_steps(const Config& config, std::int64_t dataset_size, int world);
+
+class TrainingSession {
+ public:
+  // `resume`: "" (fresh), "auto" or a checkpoint path (see resume.hpp). Collective.
+  TrainingSession(const Config& config, ProcessGroup& group, const std::string& resume);
+  TrainingSession(const TrainingSession&) = delete;
+  TrainingSession& operator=(const TrainingSession&) = delete;
+
+  // Rank 0: the start-up banner (placements, data, model, resolved input file, steps).
+  void print_banner() const;
+
+  const Config& config;
+  Communicator& comm;
+  const bool root;
+  const bool classification;
+  int blas_threads = 1;
+  std::optional<ShardedDataset> train_data, test_data;
+  std::size_t outputs = 0;  // classes, or regression targets
+  // Declared before the model: the device outlives everything allocated on it.
+  ComputeSetup compute;
+  std::unique_ptr<Sequential> model;
+  std::unique_ptr<GradientReducer> reducer;
+  std::unique_ptr<Optimizer> optimizer;
+  CheckpointDirectory checkpoints;
+  // The position and counters of the run; a resume starts from the checkpoint's.
+  TrainingState state;
+  std::optional<TrainingState> resumed;
+  std::unique_ptr<RunOutput> output;  // rank 0 only
+  StepPlan plan;
+
+ private:
+  void open_data();
+  void build_model();
+  void restore(const std::string& resume);
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,49 @@
+#include "mpiddp/train/progress.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "mpiddp/common/json.hpp"
+
+namespace mpiddp {
+
+ProgressLog::ProgressLog(TrainingSession& session) : session_(session) {
+  if (session.resumed && session.root) {
+    loss_ = session.resumed->log_window_loss;
+    samples_ = session.resumed->log_window_samples;
+  }
+}
+
+WindowTotals ProgressLog::totals() {
+  double sums[2] = {loss_, samples_};
+  session_.comm.allreduce_sum(sums, 2);
+  return {sums[0], sums[1]};
+}
+
+double ProgressLog::record(const RecordPoint& at) {
+  const WindowTotals window = totals();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
+  const double rate = window.samples / std::max(1e-9, seconds);
+  const double mean_loss = window.loss / std::max(1.0, window.samples);
+  if (session_.root) {
+    std::printf("epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s\n",
+                static_cast<long long>(at.epoch), session_.config.train.epochs,
+                static_cast<long long>(at.step_in_epoch), static_cast<long long>(at.steps_per_epoch), mean_loss,
+                at.lr, rate, format_duration(at.eta_s).c_str());
+    std::fflush(stdout);
+    session_.output->metric(JsonObject()
+                                .add("type", "train")
+                                .add("epoch", at.epoch)
+                                .add("step", at.step_in_epoch)
+                                .add("global_step", at.global_step)
+                                .add("loss", mean_loss)
+                                .add("lr", at.lr)
+                                .add("samples_per_s", rate)
+                                .str());
+  }
+  loss_ = samples_ = 0.0;
+  window_start_ = std::chrono::steady_clock::now();
+  return mean_loss;
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,142 @@
+#include "mpiddp/train/session.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/data/sampler.hpp"
+#include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/train/resume.hpp"
+
+namespace mpiddp {
+namespace {
+
+int blas_threads_for(const TrainConfig& train, int local_size) {
+  if (train.threads > 0) return train.threads;
+  // Under Slurm the allocation says how many CPUs each task owns.
+  if (const char* per_task = std::getenv("SLURM_CPUS_PER_TASK"); per_task && std::atoi(per_task) > 0)
+    return std::atoi(per_task);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_size));
+}
+
+}  // namespace
+
+StepPlan plan_steps(const Config& config, std::int64_t dataset_size, int world) {
+  StepPlan plan;
+  const std::int64_t per_rank = samples_per_rank(dataset_size, world, config.data.drop_last);
+  plan.batches_per_epoch = (per_rank + config.train.batch_size - 1) / config.train.batch_size;
+  plan.steps_per_epoch = (plan.batches_per_epoch + config.train.accumulate - 1) / config.train.accumulate;
+  plan.total_steps = plan.steps_per_epoch * config.train.epochs;
+  if (config.train.max_steps > 0) plan.total_steps = std::min(plan.total_steps, config.train.max_steps);
+  plan.global_batch = static_cast<std::int64_t>(config.train.batch_size) * config.train.accumulate * world;
+  return plan;
+}
+
+TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, const std::string& resume)
+    : config(config_),
+      comm(group.world()),
+      root(group.world().rank() == 0),
+      classification(config_.data.task == "classification"),
+      checkpoints(config_.run.dir + "/checkpoints", config_.checkpoint.keep, config_.checkpoint.keep_every_epochs) {
+  blas_threads = blas_threads_for(config.train, group.local_size());
+  cpu::set_blas_threads(blas_threads);
+  open_data();
+  compute = setup_compute(config, group);
+  build_model();
+  restore(resume);
+  plan = plan_steps(config, train_data->size(), comm.size());
+}
+
+void TrainingSession::open_data() {
+  const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
+  agree_or_fail(comm, [&] {
+    train_data.emplace(config.data.train, config.data.features, config.data.labels, label_kind);
+    if (config.train.eval && !config.data.test.empty()) {
+      test_data.emplace(config.data.test, config.data.features, config.data.labels, label_kind);
+      if (test_data->feature_dim() != train_data->feature_dim())
+        throw InputError(config.data.test + ": " + std::to_string(test_data->feature_dim()) +
+                         " features per sample, but " + config.data.train + " has " +
+                         std::to_string(train_data->feature_dim()));
+      if (!classification && test_data->target_dim() != train_data->target_dim())
+        throw InputError(config.data.test + ": " + std::to_string(test_data->target_dim()) +
+                         " regression targets per sample, but " + config.data.train + " has " +
+                         std::to_string(train_data->target_dim()));
+    }
+    if (classification) {
+      int classes = config.model.classes > 0 ? config.model.classes : train_data->declared_classes();
+      if (classes < 2)
+        throw InputError("model.classes: number of classes unknown (shards carry no num_classes attribute); set it");
+      train_data->set_classes(classes);
+      if (test_data) test_data->set_classes(classes);
+      outputs = static_cast<std::size_t>(classes);
+    } else {
+      outputs = train_data->target_dim();
+    }
+    if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)
+      throw InputError(config.data.train + ": " + std::to_string(train_data->size()) + " samples cannot feed " +
+                       std::to_string(comm.size()) + " ranks with data.drop_last");
+  });
+}
+
+void TrainingSession::build_model() {
+  agree_or_fail(comm, [&] {
+    model = build_mlp(config.model, train_data->feature_dim(), outputs, config.train.seed, compute.device);
+  });
+  reducer = std::make_unique<GradientReducer>(
+      model->parameters(), comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),
+      static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0), compute.transport.get());
+  agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
+  optimizer = make_optimizer(config.optim, compute.device);
+}
+
+// The position to start from (a checkpoint's, or the beginning), and the run
+// directory's output cut back to match it.
+void TrainingSession::restore(const std::string& resume) {
+  state.world_size = comm.size();
+  state.seed = config.train.seed;
+  state.config_ini = config.resolved_ini;
+  state.dataset_size = train_data->size();
+  if (root) checkpoints.remove_stale_temporaries();
+  resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
+  if (resumed) {
+    state.epoch = resumed->epoch;
+    state.step_in_epoch = resumed->step_in_epoch;
+    state.global_step = resumed->global_step;
+    state.micro_batches = resumed->micro_batches;
+  }
+  agree_or_fail(comm, [&] {
+    if (root)
+      output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
+                                           state.epoch);
+  });
+}
+
+void TrainingSession::print_banner() const {
+  if (!root) return;
+  std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
+  if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
+  std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank\n",
+              comm.size(), device_kind_name(compute.device->kind()), precision_name(compute.device->precision()),
+              compute.transport->name().c_str(), blas_threads);
+  // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
+  for (const Placement& p : compute.placements) {
+    std::printf("  rank %d: host %s, local rank %d of %d", p.rank, p.host, p.local_rank, p.local_size);
+    if (p.device >= 0)
+      std::printf(", GPU %d (PCI %s, CUDA_VISIBLE_DEVICES=%s)", p.device, p.pci_bus_id, p.visible);
+    std::printf("\n");
+  }
+  if (!compute.device->is_host()) std::printf("rank 0 device: %s\n", compute.device->describe().c_str());
+  std::printf("train data: %s\n", train_data->describe().c_str());
+  if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
+  std::printf("model: %s (%zu parameters)\n", model->describe().c_str(), model->parameters().total());
+  std::printf("--- resolved input file ---\n%s---\n", config.resolved_ini.c_str());
+  std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",
+              static_cast<long long>(plan.steps_per_epoch), static_cast<long long>(plan.global_batch),
+              config.train.batch_size, config.train.accumulate, comm.size());
+  std::fflush(stdout);
+}
+
+}  // namespace mpiddp
