@@ -19,11 +19,10 @@ class Mpiddp(CMakePackage, CudaPackage):
     maintainers("mpiddp")
     license("MIT")
 
-    # `main` is preferred until the first release is tagged; then drop preferred=True.
+    # No release is tagged yet. When one is, add it as
+    # version("X.Y.Z", tag="vX.Y.Z", commit="<the tag's full commit hash>")
+    # and drop preferred=True here.
     version("main", branch="main", preferred=True)
-    # Placeholder for the first tagged release: replace the commit with the tag's
-    # commit when v0.1.0 is tagged (Spack needs it to trust a git tag).
-    version("0.1.0", tag="v0.1.0", commit="0000000000000000000000000000000000000000")
 
     variant("nccl", default=True, when="+cuda", description="NCCL all-reduce between GPUs")
 

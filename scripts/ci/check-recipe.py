@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""CI check of package.py without Spack: the recipe compiles as Python, and the
-dependencies CMakeLists.txt looks for are exactly the ones the recipe declares.
+"""CI check of package.py without Spack: the recipe compiles as Python, the
+dependencies CMakeLists.txt looks for are exactly the ones the recipe declares,
+its license has a LICENSE file, and no version pins a placeholder (all-zero) hash.
 
 usage: scripts/ci/check-recipe.py [SOURCE_DIR]
 """
@@ -51,10 +52,21 @@ def recipe_dependencies(path):
     return names
 
 
+def recipe_problems_beyond_dependencies(source, recipe_text):
+    """A declared license needs its file, and a version must not pin a made-up commit."""
+    problems = []
+    if re.search(r"^\s*license\(", recipe_text, re.M) and not os.path.exists(os.path.join(source, "LICENSE")):
+        problems.append("package.py declares a license but the source tree has no LICENSE file")
+    for placeholder in re.findall(r"(?:commit|sha256)=\"(0+)\"", recipe_text):
+        problems.append(f"package.py pins a placeholder hash ({len(placeholder)} zeros)")
+    return problems
+
+
 def main():
     source = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     recipe = os.path.join(source, "package.py")
-    compile(open(recipe).read(), recipe, "exec")  # a syntax error raises here
+    recipe_text = open(recipe).read()
+    compile(recipe_text, recipe, "exec")  # a syntax error raises here
     cmake = cmake_dependencies(source)
     unknown = sorted(n for n in cmake if n not in CMAKE_TO_SPACK)
     from_cmake = {CMAKE_TO_SPACK[n] for n in cmake if n in CMAKE_TO_SPACK}
@@ -63,7 +75,7 @@ def main():
     extra = sorted(declared - from_cmake - IMPLIED_BY_SPACK)
     print(f"CMake looks for: {', '.join(sorted(cmake))}")
     print(f"package.py depends on: {', '.join(sorted(declared))}")
-    problems = []
+    problems = recipe_problems_beyond_dependencies(source, recipe_text)
     if unknown:
         problems.append(f"CMake packages without a Spack mapping in this script: {', '.join(unknown)}")
     if missing:

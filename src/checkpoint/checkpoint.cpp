@@ -38,8 +38,10 @@ void publish(const std::string& temp, const std::string& final_path) {
 
 void write_array(hid_t group, const std::string& name, const float* data, const std::vector<std::size_t>& shape,
                  const std::string& path) {
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  if (dims.empty()) dims.push_back(1);
+  // A shapeless array is stored as one element. Sized once and filled (not grown
+  // by push_back), which also keeps GCC 12 from a false -Wfree-nonheap-object.
+  std::vector<hsize_t> dims(std::max<std::size_t>(shape.size(), 1), 1);
+  std::copy(shape.begin(), shape.end(), dims.begin());
   h5::Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   h5::Handle dataset(h5::check_id<RuntimeError>(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space.get(),
                                                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),

@@ -1,7 +1,8 @@
 #pragma once
-// A row-major float matrix on the host: batches of activations are [rows = samples,
-// cols = features]. Storage only grows, so reusing a Matrix across steps does not
-// reallocate when the last batch of an epoch is smaller.
+// A row-major float matrix in host memory, or in a device's own memory when created
+// for a non-host Device (a GPU, the emulated one): batches of activations are
+// [rows = samples, cols = features]. Storage only grows, so reusing a Matrix
+// across steps does not reallocate when the last batch of an epoch is smaller.
 #include <cstddef>
 #include <memory>
 #include <vector>

@@ -1,8 +1,9 @@
 #pragma once
-// Backend-neutral collectives. The trainer and the reducer talk only to this
-// interface; `mpi` (host buffers) implements it today, a device backend (NCCL)
-// plugs in beside it. Every call is checked and throws RuntimeError with the
-// rank and the operation on failure.
+// Collectives on host buffers for the control traffic (step agreement, metrics,
+// the initial broadcast) and the host-side gradient path; MpiCommunicator
+// implements it. Device-memory gradients do not come through here: they go
+// through a GradientTransport (ddp/transport.hpp), over NCCL on GPUs. Every call
+// is checked and throws RuntimeError with the rank and the operation on failure.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,7 +23,6 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend_name() const = 0;
 
   // In-place element-wise sums over all ranks.
   virtual void allreduce_sum(float* data, std::size_t count) = 0;

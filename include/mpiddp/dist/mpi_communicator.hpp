@@ -17,7 +17,6 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend_name() const override { return "mpi"; }
 
   void allreduce_sum(float* data, std::size_t count) override;
   void allreduce_sum(double* data, std::size_t count) override;
@@ -28,8 +27,6 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, std::size_t bytes, int root) override;
   void allgather(const void* send, std::size_t bytes, void* recv) override;
   void barrier() override;
-
-  MPI_Comm handle() const { return comm_; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
