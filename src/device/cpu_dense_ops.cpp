@@ -1,4 +1,4 @@
-// Dense products on the CPU: OpenBLAS (see tensor/cpu_ops).
+// Dense products on the CPU: OpenBLAS (see device/cpu_blas.hpp).
 #include "cpu_families.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 
