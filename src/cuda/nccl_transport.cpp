@@ -9,6 +9,7 @@
 
 #include "check.hpp"
 #include "cuda_device.hpp"
+#include "kernels.hpp"
 #include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
