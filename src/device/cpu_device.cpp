@@ -85,9 +85,8 @@ class CpuDevice final : public Device {
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string describe() const override { return "cpu"; }
   void set_precision(Precision p) override {
-    if (p != Precision::fp32)
-      throw InputError(std::string("train.precision = ") + precision_name(p) +
-                       " needs train.device = cuda (the CPU computes in fp32)");
+    // setup_compute refuses other precisions on the CPU (config/rules.cpp) before this.
+    if (p != Precision::fp32) throw std::logic_error(std::string("cpu device asked for ") + name_of(p));
   }
   Precision precision() const override { return Precision::fp32; }
 
@@ -188,22 +187,6 @@ const char* device_kind_name(DeviceKind kind) {
     case DeviceKind::cpu: return "cpu";
     case DeviceKind::cuda: return "cuda";
     case DeviceKind::emulated: return "emulated";
-  }
-  return "?";
-}
-
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "tf32") return Precision::tf32;
-  if (name == "bf16") return Precision::bf16;
-  throw InputError("train.precision: unknown precision '" + name + "' (fp32 | tf32 | bf16)");
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
   }
   return "?";
 }

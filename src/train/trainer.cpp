@@ -99,20 +99,21 @@ Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm,
 
 // debug.fail_*: makes one rank fail at one step in the requested way (tests).
 void inject_failure(const DebugConfig& debug, int rank, std::int64_t step, std::vector<Batch>& micro) {
-  if (debug.fail_mode == "none" || rank != debug.fail_rank || step != debug.fail_step) return;
-  const std::string where = "debug.fail_mode = " + debug.fail_mode + " at step " + std::to_string(step);
-  if (debug.fail_mode == "throw") throw RuntimeError(where);
-  if (debug.fail_mode == "nan") {
+  if (debug.fail_mode == FailMode::none || rank != debug.fail_rank || step != debug.fail_step) return;
+  const std::string where =
+      std::string("debug.fail_mode = ") + name_of(debug.fail_mode) + " at step " + std::to_string(step);
+  if (debug.fail_mode == FailMode::throw_error) throw RuntimeError(where);
+  if (debug.fail_mode == FailMode::nan) {
     micro.front().features.data()[0] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  if (debug.fail_mode == "signal") {
+  if (debug.fail_mode == FailMode::signal) {
     std::raise(SIGUSR1);
     return;
   }
   std::fprintf(stderr, "mpiddp: debug: rank %d: %s\n", rank, where.c_str());
   std::fflush(stderr);
-  if (debug.fail_mode == "exit") std::_Exit(kExitRuntimeError);
+  if (debug.fail_mode == FailMode::exit) std::_Exit(kExitRuntimeError);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang
 }
 
@@ -122,7 +123,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   const auto run_start = Clock::now();
   Communicator& comm = group.world();
   const bool root = comm.rank() == 0;
-  const bool classification = config.data.task == "classification";
+  const bool classification = config.data.task == DataTask::classification;
   const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
   Watchdog::instance().start(config.dist.timeout_s, comm.rank());
 
@@ -275,7 +276,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
     // On a GPU the next step's first batch is read and copied to the device while
     // this step computes (a read error is kept for the next step's agreement).
     // Not with NaN injection, which edits batches on the host before use.
-    const bool prefetching = !compute.device->is_host() && config.debug.fail_mode != "nan";
+    const bool prefetching = !compute.device->is_host() && config.debug.fail_mode != FailMode::nan;
     std::optional<Batch> next_batch;
     std::optional<StagedBatch> next_staged;
     std::exception_ptr next_error;
@@ -345,7 +346,7 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
       }
       if (r.finite) {
         optimizer->step(params.values(), params.grads(), params.total(), in.lr);
-      } else if (config.train.nonfinite == "skip") {
+      } else if (config.train.nonfinite == NonfinitePolicy::skip) {
         ++skipped_steps;
         if (root) std::fprintf(stderr, "mpiddp: warning: step %lld: non-finite gradient, step skipped\n",
                                static_cast<long long>(step));

@@ -6,11 +6,10 @@
 #include <cstdint>
 
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/config/choices.hpp"  // ActivationKind
 #include "mpiddp/device/hd.hpp"
 
 namespace mpiddp {
-
-enum class ActivationKind { relu, gelu, tanh };
 
 namespace ew {
 
