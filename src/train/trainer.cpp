@@ -172,12 +172,8 @@ TrainSummary run_training(const Config& config, ProcessGroup& group, const std::
   auto optimizer = make_optimizer(config.optim, compute.device);
   CheckpointDirectory checkpoints(config.run.dir + "/checkpoints", config.checkpoint.keep,
                                   config.checkpoint.keep_every_epochs);
-  TrainingState state;
-  state.world_size = comm.size();
-  state.seed = config.train.seed;
-  state.config_ini = config.resolved_ini;
   if (root) checkpoints.remove_stale_temporaries();
-  state.dataset_size = train_data->size();
+  TrainingState state = fresh_training_state(config, comm.size(), train_data->size());
   const auto resumed = resume_training(resume, checkpoints, config, state.dataset_size, params, *optimizer, comm);
   if (resumed) {
     state.epoch = resumed->epoch;
