@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
+#include "format3.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace mpiddp {
@@ -108,6 +109,10 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_int_attribute(f, "seed", static_cast<std::int64_t>(state.seed));
     h5::write_string_attribute(f, "config", state.config_ini);
     h5::write_int_attribute(f, "dataset_size", state.dataset_size);
+    h5::write_int_attribute(f, "batch_size", state.batch_size);
+    h5::write_int_attribute(f, "accumulate", state.accumulate);
+    h5::write_int_attribute(f, "shuffle", state.shuffle ? 1 : 0);
+    h5::write_int_attribute(f, "drop_last", state.drop_last ? 1 : 0);
     h5::write_int_attribute(f, "skipped_steps", state.skipped_steps);
     h5::write_double_attribute(f, "log_window_loss", state.log_window_loss);
     h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
@@ -146,9 +151,10 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   const hid_t f = file.get();
   if (!h5::has_attribute(f, "format_version")) throw InputError(path + ": not an mpiddp checkpoint (no format_version)");
   const std::int64_t format = h5::read_int_attribute(f, "format_version", path);
-  if (format != kCheckpointFormat)
+  if (format < kOldestCheckpointFormat || format > kCheckpointFormat)
     throw InputError(path + ": checkpoint format version " + std::to_string(format) + " is not supported (this mpiddp " +
-                     MPIDDP_VERSION + " reads version " + std::to_string(kCheckpointFormat) + ")");
+                     MPIDDP_VERSION + " reads versions " + std::to_string(kOldestCheckpointFormat) + " to " +
+                     std::to_string(kCheckpointFormat) + ")");
   TrainingState state;
   state.epoch = h5::read_int_attribute(f, "epoch", path);
   state.step_in_epoch = h5::read_int_attribute(f, "step_in_epoch", path);
@@ -158,6 +164,14 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   state.seed = static_cast<std::uint64_t>(h5::read_int_attribute(f, "seed", path));
   state.config_ini = h5::read_string_attribute(f, "config", path);
   state.dataset_size = h5::read_int_attribute(f, "dataset_size", path);
+  if (format == 3) {
+    read_format3_sample_order(state, path);
+  } else {
+    state.batch_size = h5::read_int_attribute(f, "batch_size", path);
+    state.accumulate = h5::read_int_attribute(f, "accumulate", path);
+    state.shuffle = h5::read_int_attribute(f, "shuffle", path) != 0;
+    state.drop_last = h5::read_int_attribute(f, "drop_last", path) != 0;
+  }
   state.skipped_steps = h5::read_int_attribute(f, "skipped_steps", path);
   state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
   state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
@@ -168,7 +182,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   h5::Handle optim_group(H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose);
   if (!optim_group) throw InputError(path + ": no optimizer state");
   const std::string name = h5::read_string_attribute(optim_group.get(), "name", path);
-  if (name != optimizer.name())
+  if (parse_choice<OptimizerKind>(name) != optimizer.kind())
     throw InputError(path + ": optimizer state is " + name + " but optim.name is " + optimizer.name());
   const std::int64_t steps = h5::read_int_attribute(optim_group.get(), "step", path);
   auto buffers = optimizer.state();

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
@@ -24,7 +25,7 @@ int bench_matmul(const std::vector<std::string>& args) {
   double seconds = 2.0;
   po::options_description options("mpiddp bench matmul");
   options.add_options()("help,h", "show this help")
-      ("precision", po::value(&precision)->default_value(precision), "fp32 | tf32 | bf16")
+      ("precision", po::value(&precision)->default_value(precision), choice_list<Precision>().c_str())
       ("size", po::value(&size)->default_value(size), "m = n = k")
       ("device", po::value(&device)->default_value(device), "GPU ordinal")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
@@ -32,7 +33,9 @@ int bench_matmul(const std::vector<std::string>& args) {
   if (!parse_command_options(args, options, values)) return kExitOk;
   const CudaProbe probe = probe_cuda();
   if (probe.count == 0) throw InputError("bench matmul needs a GPU: " + probe.problem);
-  const double tflops = cuda_matmul_tflops(device, parse_precision(precision), size, seconds);
+  const std::optional<Precision> kind = parse_choice<Precision>(precision);
+  if (!kind) throw InputError("--precision: '" + precision + "' is not one of " + choice_list<Precision>());
+  const double tflops = cuda_matmul_tflops(device, *kind, size, seconds);
   std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s\n", size, size, size, precision.c_str(),
               cuda_device_info(device).name.c_str(), tflops);
   return kExitOk;

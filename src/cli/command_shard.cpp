@@ -1,10 +1,12 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/config/choices.hpp"
 #include "mpiddp/data/shard_writer.hpp"
 
 namespace po = boost::program_options;
@@ -34,8 +36,9 @@ int command_shard(const std::vector<std::string>& args) {
     source = open_idx_source(images, labels);
   } else if (format == "csv") {
     if (input.empty()) throw InputError("--format csv needs --input");
-    if (task != "classification" && task != "regression") throw InputError("--task must be classification or regression");
-    source = open_csv_source(input, task == "classification", targets);
+    const std::optional<DataTask> kind = parse_choice<DataTask>(task);  // data.task's names
+    if (!kind) throw InputError("--task must be classification or regression");
+    source = open_csv_source(input, *kind == DataTask::classification, targets);
   } else {
     throw InputError("--format must be idx or csv, got '" + format + "'");
   }

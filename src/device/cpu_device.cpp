@@ -3,6 +3,7 @@
 #include "mpiddp/device/cpu_device.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "cpu_families.hpp"
 #include "mpiddp/common/error.hpp"
@@ -18,9 +19,8 @@ CpuDevice::CpuDevice() {
 }
 
 void CpuDevice::set_precision(Precision p) {
-  if (p != Precision::fp32)
-    throw InputError(std::string("train.precision = ") + precision_name(p) +
-                     " needs train.device = cuda (the CPU computes in fp32)");
+  // setup_compute refuses other precisions on the CPU (config/rules.cpp) before this.
+  if (p != Precision::fp32) throw std::logic_error(std::string("cpu device asked for ") + name_of(p));
 }
 
 void* CpuDevice::allocate(std::size_t bytes) { return ::operator new(bytes); }
@@ -57,22 +57,6 @@ const char* device_kind_name(DeviceKind kind) {
     case DeviceKind::cpu: return "cpu";
     case DeviceKind::cuda: return "cuda";
     case DeviceKind::emulated: return "emulated";
-  }
-  return "?";
-}
-
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "tf32") return Precision::tf32;
-  if (name == "bf16") return Precision::bf16;
-  throw InputError("train.precision: unknown precision '" + name + "' (fp32 | tf32 | bf16)");
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
   }
   return "?";
 }

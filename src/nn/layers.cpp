@@ -46,13 +46,6 @@ void Linear::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* 
 
 // ---- Activations -------------------------------------------------------------
 
-ActivationKind parse_activation(const std::string& name) {
-  if (name == "relu") return ActivationKind::relu;
-  if (name == "gelu") return ActivationKind::gelu;
-  if (name == "tanh") return ActivationKind::tanh;
-  throw std::invalid_argument("unknown activation " + name);
-}
-
 std::string Activation::kind() const {
   switch (kind_) {
     case ActivationKind::relu: return "ReLU";

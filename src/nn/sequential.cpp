@@ -67,7 +67,7 @@ std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_f
   std::vector<std::unique_ptr<Layer>> layers;
   for (int width : model.hidden_sizes) {
     layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
-    layers.push_back(std::make_unique<Activation>(parse_activation(model.activation)));
+    layers.push_back(std::make_unique<Activation>(model.activation));
     if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));
   }
   layers.push_back(std::make_unique<Linear>(out_features));

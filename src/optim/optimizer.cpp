@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-
+#include <stdexcept>
 
 namespace mpiddp {
 
@@ -43,8 +43,11 @@ void AdamW::step(float* params, const float* grads, std::size_t count, double lr
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, Device* device) {
   Device& d = device ? *device : cpu_device();
-  if (c.name == "adamw") return std::make_unique<AdamW>(d, c.beta1, c.beta2, c.eps, c.weight_decay);
-  return std::make_unique<Sgd>(d, c.momentum, c.nesterov, c.weight_decay);
+  switch (c.name) {
+    case OptimizerKind::sgd: return std::make_unique<Sgd>(d, c.momentum, c.nesterov, c.weight_decay);
+    case OptimizerKind::adamw: return std::make_unique<AdamW>(d, c.beta1, c.beta2, c.eps, c.weight_decay);
+  }
+  throw std::invalid_argument("make_optimizer: no such optimizer kind");
 }
 
 LrSchedule::LrSchedule(const OptimConfig& config, std::int64_t steps_per_epoch, std::int64_t total_steps)
@@ -53,15 +56,19 @@ LrSchedule::LrSchedule(const OptimConfig& config, std::int64_t steps_per_epoch, 
 double LrSchedule::at(std::int64_t step) const {
   const double peak = config_.lr;
   const std::int64_t warmup = config_.warmup_steps;
-  if (config_.schedule != "constant" && step < warmup) return peak * static_cast<double>(step + 1) / warmup;
-  if (config_.schedule == "step") {
-    const std::int64_t epoch = step / steps_per_epoch_;
-    return peak * std::pow(config_.gamma, static_cast<double>(epoch / config_.step_epochs));
-  }
-  if (config_.schedule == "cosine") {
-    const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps_ - warmup));
-    const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
-    return config_.min_lr + 0.5 * (peak - config_.min_lr) * (1.0 + std::cos(M_PI * progress));
+  if (config_.schedule != ScheduleKind::constant && step < warmup)
+    return peak * static_cast<double>(step + 1) / warmup;
+  switch (config_.schedule) {
+    case ScheduleKind::constant: return peak;
+    case ScheduleKind::step: {
+      const std::int64_t epoch = step / steps_per_epoch_;
+      return peak * std::pow(config_.gamma, static_cast<double>(epoch / config_.step_epochs));
+    }
+    case ScheduleKind::cosine: {
+      const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps_ - warmup));
+      const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
+      return config_.min_lr + 0.5 * (peak - config_.min_lr) * (1.0 + std::cos(M_PI * progress));
+    }
   }
   return peak;
 }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/config/rules.hpp"
 #include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 
@@ -31,11 +32,11 @@ std::string shared_gpu(const std::vector<Placement>& all) {
 }
 
 // Ranks may share a GPU only when asked to, and never over NCCL.
-void check_sharing(const std::string& shared, const Config& config, const std::string& backend) {
+void check_sharing(const std::string& shared, const Config& config, DistBackend backend) {
   if (shared.empty()) return;
   if (!config.train.share_device)
     throw InputError(shared + ": start one rank per GPU, or set train.share_device = true (dist.backend = mpi)");
-  if (backend == "nccl")
+  if (backend == DistBackend::nccl)
     throw InputError(shared + ": NCCL cannot run two ranks on one GPU; set dist.backend = mpi to share it");
 }
 
@@ -61,13 +62,12 @@ ComputeSetup emulated_setup(const Config& config, ProcessGroup& group) {
   comm.allgather(&mine, sizeof(mine), setup.placements.data());
   // One emulated GPU per host, so several ranks on a host share it, as on a one-GPU node.
   agree_or_fail(comm, [&] {
-    if (config.dist.backend == "nccl") throw InputError("debug.emulate_device works with dist.backend = mpi only");
-    if (config.train.precision != "fp32") throw InputError("debug.emulate_device computes in fp32 only");
-    check_sharing(shared_gpu(setup.placements), config, "mpi");
+    check_emulated_rules(config);
+    check_sharing(shared_gpu(setup.placements), config, DistBackend::mpi);
   });
   setup.owned_device = make_emulated_device();
   setup.device = setup.owned_device.get();
-  setup.backend = "mpi";
+  setup.backend = DistBackend::mpi;
   setup.transport = make_mpi_transport(comm, *setup.device);
   return setup;
 }
@@ -78,12 +78,13 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
   Communicator& comm = group.world();
   ComputeSetup setup;
   if (config.debug.emulate_device) return emulated_setup(config, group);
-  const CudaProbe probe = config.train.device == "cpu" ? CudaProbe{0, "train.device = cpu"} : probe_cuda();
+  const CudaProbe probe = config.train.device == DeviceChoice::cpu ? CudaProbe{0, "train.device = cpu"} : probe_cuda();
   bool use_cuda = false;
   agree_or_fail(comm, [&] {
-    if (config.train.device == "cuda" && probe.count == 0) throw InputError("train.device = cuda: " + probe.problem);
+    if (config.train.device == DeviceChoice::cuda && probe.count == 0)
+      throw InputError("train.device = cuda: " + probe.problem);
   });
-  if (config.train.device != "cpu") {
+  if (config.train.device != DeviceChoice::cpu) {
     // The GPU only if every rank has one: a mixed job would be neither fast nor reproducible.
     use_cuda = comm.allreduce_min(probe.count > 0 ? 1 : 0) == 1;
     if (!use_cuda && built_with_cuda())
@@ -101,14 +102,11 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
   const std::string shared = shared_gpu(setup.placements);
   setup.backend = config.dist.backend;
   // NCCL cannot put two ranks on one GPU: auto takes MPI when GPUs are shared.
-  if (setup.backend == "auto") setup.backend = use_cuda && built_with_nccl() && shared.empty() ? "nccl" : "mpi";
+  if (setup.backend == DistBackend::automatic)
+    setup.backend = use_cuda && built_with_nccl() && shared.empty() ? DistBackend::nccl : DistBackend::mpi;
   agree_or_fail(comm, [&] {
-    if (setup.backend == "nccl" && !use_cuda)
-      throw InputError("dist.backend = nccl needs GPUs, but this job trains on the CPU (" +
-                       (probe.problem.empty() ? "a rank has no usable GPU" : probe.problem) +
-                       "); use dist.backend = mpi or auto");
-    if (config.ddp.allreduce_dtype == "bf16" && setup.backend != "nccl")
-      throw InputError("ddp.allreduce_dtype = bf16 needs dist.backend = nccl (resolved: " + setup.backend + ")");
+    check_resolved_rules(config, use_cuda, setup.backend,
+                         probe.problem.empty() ? "a rank has no usable GPU" : probe.problem);
     check_sharing(shared, config, setup.backend);
     if (use_cuda) {
       setup.owned_device = make_cuda_device(mine.device);
@@ -116,11 +114,11 @@ ComputeSetup setup_compute(const Config& config, ProcessGroup& group) {
     } else {
       setup.device = &cpu_device();
     }
-    setup.device->set_precision(parse_precision(config.train.precision));
+    setup.device->set_precision(config.train.precision);
   });
-  if (setup.backend == "nccl") {
+  if (setup.backend == DistBackend::nccl) {
     agree_or_fail(comm, [&] {
-      setup.transport = make_nccl_transport(comm, *setup.device, config.ddp.allreduce_dtype == "bf16",
+      setup.transport = make_nccl_transport(comm, *setup.device, config.ddp.allreduce_dtype == AllreduceDtype::bf16,
                                             config.dist.timeout_s);
     });
   } else {

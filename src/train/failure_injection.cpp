@@ -13,20 +13,21 @@
 namespace mpiddp {
 
 void inject_failure(const DebugConfig& debug, int rank, std::int64_t step, std::vector<Batch>& micro) {
-  if (debug.fail_mode == "none" || rank != debug.fail_rank || step != debug.fail_step) return;
-  const std::string where = "debug.fail_mode = " + debug.fail_mode + " at step " + std::to_string(step);
-  if (debug.fail_mode == "throw") throw RuntimeError(where);
-  if (debug.fail_mode == "nan") {
+  if (debug.fail_mode == FailMode::none || rank != debug.fail_rank || step != debug.fail_step) return;
+  const std::string where =
+      std::string("debug.fail_mode = ") + name_of(debug.fail_mode) + " at step " + std::to_string(step);
+  if (debug.fail_mode == FailMode::throw_error) throw RuntimeError(where);
+  if (debug.fail_mode == FailMode::nan) {
     micro.front().features.data()[0] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  if (debug.fail_mode == "signal") {
+  if (debug.fail_mode == FailMode::signal) {
     std::raise(SIGUSR1);
     return;
   }
   std::fprintf(stderr, "mpiddp: debug: rank %d: %s\n", rank, where.c_str());
   std::fflush(stderr);
-  if (debug.fail_mode == "exit") std::_Exit(kExitRuntimeError);
+  if (debug.fail_mode == FailMode::exit) std::_Exit(kExitRuntimeError);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang
 }
 

@@ -1,8 +1,6 @@
 #include "mpiddp/train/resume.hpp"
 
 #include <cstdio>
-#include <map>
-#include <sstream>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/process_group.hpp"
@@ -10,36 +8,25 @@
 namespace mpiddp {
 namespace {
 
-// "section.key" -> value of an INI text as written by load_config.
-std::map<std::string, std::string> ini_values(const std::string& text) {
-  std::map<std::string, std::string> values;
-  std::istringstream in(text);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.front() == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
-      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-    }
-  }
-  return values;
-}
+std::string text_of(std::int64_t value) { return std::to_string(value); }
+std::string text_of(std::uint64_t value) { return std::to_string(value); }
+std::string text_of(bool value) { return value ? "true" : "false"; }
 
 // The settings that fix which samples the remaining steps see, in which order.
-void check_same_sample_order(const std::string& path, const TrainingState& state, const Config& config,
-                             std::int64_t dataset_size, int world) {
-  auto refuse = [&](const std::string& what, const std::string& then, const std::string& now) {
-    throw InputError(path + ": written with " + what + " " + then + ", this job has " + now +
-                     "; the rest of the run would see other samples, so resume with the same " + what);
+void check_same_sample_order(const std::string& path, const TrainingState& then, const TrainingState& now) {
+  auto require_same = [&](const char* what, auto written, auto current) {
+    if (written == current) return;
+    throw IncompatibleCheckpoint(path + ": written with " + what + " " + text_of(written) + ", this job has " +
+                                 text_of(current) + "; the rest of the run would see other samples, so resume with " +
+                                 "the same " + what);
   };
-  if (state.world_size != world) refuse("world size", std::to_string(state.world_size), std::to_string(world));
-  if (state.dataset_size != dataset_size)
-    refuse("training set size", std::to_string(state.dataset_size), std::to_string(dataset_size));
-  const auto then = ini_values(state.config_ini), now = ini_values(config.resolved_ini);
-  for (const char* key : {"train.seed", "train.batch_size", "train.accumulate", "data.shuffle", "data.drop_last"}) {
-    const auto a = then.find(key), b = now.find(key);
-    if (a != then.end() && b != now.end() && a->second != b->second) refuse(key, a->second, b->second);
-  }
+  require_same("world size", then.world_size, now.world_size);
+  require_same("training set size", then.dataset_size, now.dataset_size);
+  require_same("train.seed", then.seed, now.seed);
+  require_same("train.batch_size", then.batch_size, now.batch_size);
+  require_same("train.accumulate", then.accumulate, now.accumulate);
+  require_same("data.shuffle", then.shuffle, now.shuffle);
+  require_same("data.drop_last", then.drop_last, now.drop_last);
 }
 
 // Rank 0's choice and contents, read under agree_or_fail so that a bad file ends
@@ -60,16 +47,16 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     try {
       TrainingState state = read_checkpoint(candidates[i], params, optimizer);
-      check_same_sample_order(candidates[i], state, config, dataset_size, world);
+      check_same_sample_order(candidates[i], state, fresh_training_state(config, world, dataset_size));
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),
                   static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch),
                   static_cast<long long>(state.global_step));
       return state;
+    } catch (const IncompatibleCheckpoint&) {
+      throw;  // another run's checkpoint: an older one of it would not fit either
     } catch (const InputError& e) {
       // With `auto`, a damaged newest file falls back to the one before it.
-      const bool last = i + 1 == candidates.size();
-      const bool other_run = std::string(e.what()).find("resume with the same") != std::string::npos;
-      if (resume != "auto" || last || other_run) throw;
+      if (resume != "auto" || i + 1 == candidates.size()) throw;
       std::fprintf(stderr, "mpiddp: warning: skipping %s\n", e.what());
     }
   }
@@ -77,6 +64,19 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
 }
 
 }  // namespace
+
+TrainingState fresh_training_state(const Config& config, int world_size, std::int64_t dataset_size) {
+  TrainingState state;
+  state.world_size = world_size;
+  state.seed = config.train.seed;
+  state.config_ini = config.resolved_ini;
+  state.dataset_size = dataset_size;
+  state.batch_size = config.train.batch_size;
+  state.accumulate = config.train.accumulate;
+  state.shuffle = config.data.shuffle;
+  state.drop_last = config.data.drop_last;
+  return state;
+}
 
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
                                              const Config& config, std::int64_t dataset_size, ParameterStore& params,

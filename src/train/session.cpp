@@ -39,7 +39,7 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
     : config(config_),
       comm(group.world()),
       root(group.world().rank() == 0),
-      classification(config_.data.task == "classification"),
+      classification(config_.data.task == DataTask::classification),
       checkpoints(config_.run.dir + "/checkpoints", config_.checkpoint.keep, config_.checkpoint.keep_every_epochs) {
   blas_threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(blas_threads);
@@ -95,10 +95,7 @@ void TrainingSession::build_model() {
 // The position to start from (a checkpoint's, or the beginning), and the run
 // directory's output cut back to match it.
 void TrainingSession::restore(const std::string& resume) {
-  state.world_size = comm.size();
-  state.seed = config.train.seed;
-  state.config_ini = config.resolved_ini;
-  state.dataset_size = train_data->size();
+  state = fresh_training_state(config, comm.size(), train_data->size());
   if (root) checkpoints.remove_stale_temporaries();
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
   if (resumed) {

@@ -39,7 +39,7 @@ class Trainer {
         // on the host before use.
         batches_(*session.train_data, static_cast<std::size_t>(config_.train.batch_size),
                  static_cast<std::size_t>(config_.data.prefetch), *session.compute.device,
-                 !session.compute.device->is_host() && config_.debug.fail_mode != "nan"),
+                 !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan),
         progress_(session),
         checkpointer_(session),
         start_(run_start) {
@@ -155,7 +155,7 @@ class Trainer {
     ParameterStore& params = s_.model->parameters();
     if (r.finite) {
       s_.optimizer->step(params.values(), params.grads(), params.total(), lr_);
-    } else if (config_.train.nonfinite == "skip") {
+    } else if (config_.train.nonfinite == NonfinitePolicy::skip) {
       ++skipped_steps_;
       if (s_.root)
         std::fprintf(stderr, "mpiddp: warning: step %lld: non-finite gradient, step skipped\n",

@@ -177,7 +177,7 @@ TEST_CASE("GPU losses and optimizer steps match the CPU", "[gpu]") {
 TEST_CASE("GPU model gradients match finite differences and runs repeat bit for bit", "[gpu]") {
   ModelConfig mc;
   mc.hidden_sizes = {16, 8};
-  mc.activation = "tanh";
+  mc.activation = ActivationKind::tanh;
   auto model = build_mlp(mc, 12, 3, 5, &gpu());
   MpiCommunicator self(MPI_COMM_SELF);
   GradientReducer reducer(model->parameters(), self, 1 << 20, 1 << 20);
@@ -215,7 +215,7 @@ TEST_CASE("GPU model gradients match finite differences and runs repeat bit for 
     auto m = build_mlp(mc, 12, 3, 5, &gpu());
     GradientReducer r(m->parameters(), self, 1 << 20, 1 << 20);
     OptimConfig oc;
-    oc.name = "adamw";
+    oc.name = OptimizerKind::adamw;
     auto opt = make_optimizer(oc, &gpu());
     for (int s = 0; s < 5; ++s) {
       forward_backward(*m, r, in);

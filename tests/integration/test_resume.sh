@@ -84,6 +84,26 @@ make_blobs_csv "$WORK/more.csv" 1300 1
 "$MPIDDP" shard --format csv --input "$WORK/more.csv" --out "$WORK/more" --shards 2 >/dev/null
 expect_error data-change 2 "written with training set size 1200, this job has 1300" \
   train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto --data.train "$WORK/more"
+# Format 3 checkpoints (sample-order settings only in the stored input file) still resume, bit-exactly,
+# and still refuse a changed setting.
+mkdir -p "$WORK/format3/checkpoints"
+cp "$WORK/straight/checkpoints/ckpt-step-000000038.h5" "$WORK/format3/checkpoints/"
+/usr/bin/python3 - "$WORK/format3/checkpoints/ckpt-step-000000038.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    for key in ("batch_size", "accumulate", "shuffle", "drop_last"):
+        del f.attrs[key]
+    f.attrs["format_version"] = 3
+PY
+expect_error format3-batch-change 2 "written with train.batch_size 16, this job has 32" \
+  train "$WORK/run.ini" --run.dir "$WORK/format3" --resume auto --train.batch_size 32
+expect_error format3-shuffle-change 2 "written with data.shuffle true, this job has false" \
+  train "$WORK/run.ini" --run.dir "$WORK/format3" --resume auto --data.shuffle false
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/format3" --resume auto > "$WORK/format3.log" 2>&1 \
+  || fail "resume from format 3: exit $?"
+same_parameters "$(latest_checkpoint "$WORK/straight")" "$(latest_checkpoint "$WORK/format3")" \
+  && pass "a format 3 checkpoint resumes bit-exactly" || fail "format 3 resume differs"
+
 # Nothing to resume from: start fresh.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/fresh" --resume auto --train.epochs 1 > "$WORK/fresh.log" 2>&1 \
   && grep -q "no checkpoint in $WORK/fresh/checkpoints, starting from the beginning" "$WORK/fresh.log" \

@@ -63,13 +63,13 @@ struct RunSpec {
   int batch;          // per rank, per micro-batch
   int accumulate;     // micro-batches per step
   double bucket_mb;   // small caps force several buckets (non-blocking path)
-  std::string optimizer;
+  OptimizerKind optimizer;
 };
 
 std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& spec, int steps) {
   ModelConfig mc;
   mc.hidden_sizes = {32, 16};
-  mc.activation = "tanh";
+  mc.activation = ActivationKind::tanh;
   auto model = build_mlp(mc, kFeatures, kClasses, 7, test_device());
   GradientReducer reducer(model->parameters(), comm, static_cast<std::size_t>(spec.bucket_mb * 1048576),
                           static_cast<std::size_t>(spec.bucket_mb * 1048576));
@@ -92,7 +92,7 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
       micro.push_back(gather(data, indices, step * per_step + m * spec.batch, spec.batch));
     StepInputs in;
     in.micro_batches = &micro;
-    in.lr = spec.optimizer == "sgd" ? 0.1 : 0.01;
+    in.lr = spec.optimizer == OptimizerKind::sgd ? 0.1 : 0.01;
     REQUIRE(forward_backward(*model, reducer, in).finite);
     REQUIRE(gradients_finite(model->parameters()));
     optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
@@ -119,12 +119,12 @@ TEST_CASE("W ranks x B equal one process x W*B", "[mpi][ddp]") {
   const Data data = make_data();
   const int global_batch = 64 * w;  // 128 on 2 ranks, 192 on 3, 256 on 4
   const int steps = 5;
-  for (const char* optimizer : {"sgd", "adamw"}) {
+  for (OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::adamw}) {
     const auto reference = train(self, data, {global_batch, 1, 25.0, optimizer}, steps);
     const auto plain = train(world, data, {global_batch / w, 1, 25.0, optimizer}, steps);
     const auto accumulated = train(world, data, {global_batch / w / 2, 2, 25.0, optimizer}, steps);
     const auto bucketed = train(world, data, {global_batch / w, 1, 0.001, optimizer}, steps);
-    INFO("world " << w << ", " << optimizer);
+    INFO("world " << w << ", " << name_of(optimizer));
     CHECK(relative_difference(reference, plain) <= 1e-5);
     CHECK(relative_difference(reference, accumulated) <= 1e-5);
     CHECK(relative_difference(reference, bucketed) <= 1e-5);

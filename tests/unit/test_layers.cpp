@@ -28,7 +28,7 @@ double loss_of(Sequential& model, const Matrix& x, const std::vector<std::int32_
   return softmax_cross_entropy(out, labels.data(), nullptr).loss_sum / static_cast<double>(x.rows());
 }
 
-void check_model_gradients(const std::string& activation) {
+void check_model_gradients(ActivationKind activation) {
   ModelConfig config;
   config.hidden_sizes = {7, 5};
   config.activation = activation;
@@ -58,14 +58,15 @@ void check_model_gradients(const std::string& activation) {
     // Float forward passes: allow 5e-4 absolute (rounding of the loss) plus 1% relative.
     worst = std::max(worst, std::abs(numeric - analytic[i]) / (5e-4 + 1e-2 * std::abs(numeric)));
   }
-  INFO("activation " << activation << ", worst error / tolerance " << worst);
+  INFO("activation " << name_of(activation) << ", worst error / tolerance " << worst);
   CHECK(worst < 1.0);
 }
 
 }  // namespace
 
 TEST_CASE("MLP gradients match finite differences", "[nn]") {
-  for (const char* act : {"relu", "gelu", "tanh"}) check_model_gradients(act);
+  for (ActivationKind act : {ActivationKind::relu, ActivationKind::gelu, ActivationKind::tanh})
+    check_model_gradients(act);
 }
 
 TEST_CASE("Linear computes x W^T + b in PyTorch's layout", "[nn]") {

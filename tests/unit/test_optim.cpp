@@ -57,7 +57,7 @@ TEST_CASE("learning-rate schedules", "[optim]") {
     CHECK(s.at(99) == 1.0);
   }
   SECTION("step decays every step_epochs") {
-    c.schedule = "step";
+    c.schedule = ScheduleKind::step;
     c.step_epochs = 2;
     c.gamma = 0.5;
     LrSchedule s(c, 10, 100);
@@ -66,7 +66,7 @@ TEST_CASE("learning-rate schedules", "[optim]") {
     CHECK(s.at(45) == 0.25);
   }
   SECTION("warm-up then cosine to min_lr") {
-    c.schedule = "cosine";
+    c.schedule = ScheduleKind::cosine;
     c.warmup_steps = 10;
     c.min_lr = 0.1;
     LrSchedule s(c, 10, 110);

@@ -8,12 +8,22 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/parameters.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp {
 
-inline constexpr std::int64_t kCheckpointFormat = 3;
+inline constexpr std::int64_t kCheckpointFormat = 4;
+// Format 3 is still read: it lacks the typed sample-order attributes (batch_size,
+// accumulate, shuffle, drop_last), which are then taken from its stored input file.
+inline constexpr std::int64_t kOldestCheckpointFormat = 3;
+
+// A readable checkpoint that this job must not continue from (it would see other
+// samples). Unlike a damaged file, `--resume auto` does not skip it for an older one.
+struct IncompatibleCheckpoint : InputError {
+  using InputError::InputError;
+};
 
 // Everything besides weights and optimizer buffers that a bit-exact resume needs.
 struct TrainingState {
@@ -25,6 +35,11 @@ struct TrainingState {
   std::uint64_t seed = 0;          // train.seed: weights, sampler (seed + epoch), dropout
   std::string config_ini;          // the resolved input file of the run that wrote it
   std::int64_t dataset_size = 0;   // training samples: the sampler's order depends on it
+  // With world_size, seed and dataset_size, the settings that fix the sample order.
+  std::int64_t batch_size = 0;     // train.batch_size
+  std::int64_t accumulate = 0;     // train.accumulate
+  bool shuffle = true;             // data.shuffle
+  bool drop_last = false;          // data.drop_last
   std::int64_t skipped_steps = 0;  // steps dropped by train.nonfinite = skip
   // The progress record in progress: loss and samples (all ranks) since the last
   // metrics.jsonl line, so a resumed run writes the same records.

@@ -2,9 +2,12 @@
 // The typed configuration every module reads. Values come from an INI input file
 // ([section] key = value) and from `--section.key value` command-line overrides,
 // which win over the file. Unknown keys and malformed values are InputErrors.
+// Enum-valued keys are parsed here, once (see choices.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "mpiddp/config/choices.hpp"
 
 namespace mpiddp {
 
@@ -13,7 +16,7 @@ struct DataConfig {
   std::string test;                  // same, evaluated after each epoch (optional)
   std::string features = "features";  // dataset name inside each shard
   std::string labels = "labels";
-  std::string task = "classification";  // classification | regression
+  DataTask task = DataTask::classification;
   int prefetch = 4;                  // batches read ahead by the loader thread
   bool shuffle = true;
   bool drop_last = false;            // DistributedSampler's drop_last
@@ -22,7 +25,7 @@ struct DataConfig {
 struct ModelConfig {
   std::string hidden = "256,128";    // hidden widths, comma separated ("" = linear model)
   std::vector<int> hidden_sizes;     // parsed from `hidden`
-  std::string activation = "relu";   // relu | gelu | tanh
+  ActivationKind activation = ActivationKind::relu;
   double dropout = 0.0;              // after every hidden activation, 0 = none
   int classes = 0;                   // 0 = take the shards' num_classes attribute
 };
@@ -35,15 +38,15 @@ struct TrainConfig {
   int log_every = 50;                // optimizer steps between progress lines
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
-  std::string device = "auto";       // auto (a usable GPU, else the CPU) | cpu | cuda
-  std::string precision = "fp32";    // fp32 | tf32 | bf16 (tf32, bf16: cuda only)
+  DeviceChoice device = DeviceChoice::automatic;  // auto: a usable GPU, else the CPU
+  Precision precision = Precision::fp32;  // tf32, bf16: cuda only
   bool share_device = false;         // allow more ranks than GPUs on a node (dist.backend = mpi)
-  std::string nonfinite = "stop";    // NaN/Inf loss or gradient: stop | skip (drop that step)
+  NonfinitePolicy nonfinite = NonfinitePolicy::stop;  // NaN/Inf loss or gradient: stop, or skip that step
   std::int64_t max_steps = 0;        // stop after this many optimizer steps, 0 = no limit
 };
 
 struct OptimConfig {
-  std::string name = "sgd";          // sgd | adamw
+  OptimizerKind name = OptimizerKind::sgd;
   double lr = 0.01;
   double momentum = 0.0;
   bool nesterov = false;
@@ -51,7 +54,7 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  std::string schedule = "constant";  // constant | step | cosine
+  ScheduleKind schedule = ScheduleKind::constant;
   std::int64_t warmup_steps = 0;     // linear warm-up (cosine and step)
   int step_epochs = 10;              // step: multiply lr by gamma every this many epochs
   double gamma = 0.1;
@@ -61,11 +64,11 @@ struct OptimConfig {
 struct DdpConfig {
   double first_bucket_mb = 1.0;      // PyTorch DDP's first bucket cap (MiB)
   double bucket_mb = 25.0;           // later buckets (MiB)
-  std::string allreduce_dtype = "fp32";  // fp32 | bf16 (nccl: buckets travel as bf16)
+  AllreduceDtype allreduce_dtype = AllreduceDtype::fp32;  // bf16 (nccl only): buckets travel as bf16
 };
 
 struct DistConfig {
-  std::string backend = "auto";      // auto (nccl on GPUs when built with it, else mpi) | mpi | nccl
+  DistBackend backend = DistBackend::automatic;  // auto: nccl on GPUs when built with it, else mpi
   double timeout_s = 300.0;          // a collective waiting longer ends the job, 0 = never
 };
 
@@ -84,7 +87,7 @@ struct CheckpointConfig {
 struct DebugConfig {                 // failure injection for tests; not for production runs
   int fail_rank = -1;
   std::int64_t fail_step = -1;       // global optimizer step (0-based) at which to fail
-  std::string fail_mode = "none";    // none | throw | exit | hang | nan | signal
+  FailMode fail_mode = FailMode::none;
   bool emulate_device = false;       // train on the emulated GPU (see make_emulated_device)
 };
 

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "mpiddp/config/choices.hpp"  // Precision
+
 namespace mpiddp {
 
 struct Batch;
@@ -23,12 +25,6 @@ class Matrix;
 
 enum class DeviceKind { cpu, cuda, emulated };
 const char* device_kind_name(DeviceKind kind);
-
-// Matrix-product precision. bf16: bf16 inputs, fp32 accumulation and output,
-// fp32 master weights, gradients and loss. tf32: fp32 storage, TF32 tensor cores.
-enum class Precision { fp32, tf32, bf16 };
-Precision parse_precision(const std::string& name);
-const char* precision_name(Precision p);
 
 // What a device may keep for one layer between its forward and its backward
 // (the CUDA device keeps the bf16 copies of the layer's input and weights that

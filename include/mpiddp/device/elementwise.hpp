@@ -7,10 +7,9 @@
 
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/common/hd.hpp"
+#include "mpiddp/config/choices.hpp"  // ActivationKind
 
 namespace mpiddp {
-
-enum class ActivationKind { relu, gelu, tanh };
 
 namespace ew {
 

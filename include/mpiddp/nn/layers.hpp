@@ -28,8 +28,6 @@ class Linear final : public Layer {
   ParameterStore* params_ = nullptr;
   std::unique_ptr<LayerScratch> scratch_;  // the device's, kept from forward to backward
 };
-ActivationKind parse_activation(const std::string& name);
-
 class Activation final : public Layer {
  public:
   explicit Activation(ActivationKind kind) : kind_(kind) {}

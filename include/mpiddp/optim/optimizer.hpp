@@ -26,7 +26,8 @@ class Optimizer {
  public:
   explicit Optimizer(Device& device) : device_(device), update_(device.ops<UpdateOps>()) {}
   virtual ~Optimizer() = default;
-  virtual std::string name() const = 0;
+  virtual OptimizerKind kind() const = 0;
+  std::string name() const { return name_of(kind()); }  // optim.name's value
   virtual void step(float* params, const float* grads, std::size_t count, double lr) = 0;
   virtual std::vector<OptimizerState> state() = 0;
   std::int64_t steps_taken() const { return steps_; }
@@ -49,7 +50,7 @@ class Sgd final : public Optimizer {
   Sgd(Device& device, double momentum, bool nesterov, double weight_decay)
       : Optimizer(device), momentum_(momentum), nesterov_(nesterov), weight_decay_(weight_decay),
         momentum_buffer_(device) {}
-  std::string name() const override { return "sgd"; }
+  OptimizerKind kind() const override { return OptimizerKind::sgd; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"momentum", &momentum_buffer_}}; }
 
@@ -65,7 +66,7 @@ class AdamW final : public Optimizer {
   AdamW(Device& device, double beta1, double beta2, double eps, double weight_decay)
       : Optimizer(device), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), m_(device),
         v_(device) {}
-  std::string name() const override { return "adamw"; }
+  OptimizerKind kind() const override { return OptimizerKind::adamw; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}}; }
 

@@ -27,7 +27,7 @@ struct ComputeSetup {
   Device* device = nullptr;                      // never null once set up
   std::unique_ptr<Device> owned_device;          // the CUDA device, when used
   std::unique_ptr<GradientTransport> transport;  // gradients between ranks
-  std::string backend;                           // "mpi" or "nccl"
+  DistBackend backend = DistBackend::mpi;        // resolved: mpi or nccl
   std::vector<Placement> placements;             // every rank's, in rank order
   std::string note;                              // e.g. why auto chose the CPU (rank 0 prints it)
 };

@@ -10,10 +10,15 @@
 
 namespace mpiddp {
 
+// The state of a run at its start: position 0, and the settings that fix its
+// sample order, which every checkpoint records and a resume must match.
+TrainingState fresh_training_state(const Config& config, int world_size, std::int64_t dataset_size);
+
 // `resume`: "" (fresh start), "auto" (newest complete checkpoint in `directory`,
 // fresh start if there is none), or a checkpoint path. Refuses a checkpoint whose
 // sample order differs from this run's: another world size, data set size, seed,
-// batch size, accumulation, shuffle or drop_last. Returns nullopt for a fresh start.
+// batch size, accumulation, shuffle or drop_last (IncompatibleCheckpoint).
+// Returns nullopt for a fresh start.
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
                                              const Config& config, std::int64_t dataset_size, ParameterStore& params,
                                              Optimizer& optimizer, Communicator& comm);

@@ -1,0 +1,137 @@
+#pragma once
+// The input file's enum-valued settings. Each enum is followed by its one name
+// table, which serves parsing (load_config), printing (the resolved input file,
+// banners, checkpoints) and error messages (the allowed values); no other code
+// spells these names. Kept to C++17 and free of other mpiddp headers: the CUDA
+// kernels include it (through device/elementwise.hpp).
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mpiddp {
+
+template <class E>
+struct NamedChoice {
+  E value;
+  const char* name;
+};
+
+// Specialised after each enum: `static constexpr std::array<NamedChoice<E>, N> table`.
+template <class E>
+struct ChoiceNames;
+
+// data.task
+enum class DataTask { classification, regression };
+template <>
+struct ChoiceNames<DataTask> {
+  static constexpr std::array<NamedChoice<DataTask>, 2> table{
+      {{DataTask::classification, "classification"}, {DataTask::regression, "regression"}}};
+};
+
+// model.activation (relu, exact-erf gelu, tanh)
+enum class ActivationKind { relu, gelu, tanh };
+template <>
+struct ChoiceNames<ActivationKind> {
+  static constexpr std::array<NamedChoice<ActivationKind>, 3> table{
+      {{ActivationKind::relu, "relu"}, {ActivationKind::gelu, "gelu"}, {ActivationKind::tanh, "tanh"}}};
+};
+
+// train.device: `automatic` is "auto" (the GPU when every rank has one, else the CPU).
+enum class DeviceChoice { automatic, cpu, cuda };
+template <>
+struct ChoiceNames<DeviceChoice> {
+  static constexpr std::array<NamedChoice<DeviceChoice>, 3> table{
+      {{DeviceChoice::automatic, "auto"}, {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}}};
+};
+
+// train.precision of matrix products. bf16: bf16 inputs, fp32 accumulation and
+// output, fp32 master weights, gradients and loss. tf32: fp32 storage, TF32 tensor cores.
+enum class Precision { fp32, tf32, bf16 };
+template <>
+struct ChoiceNames<Precision> {
+  static constexpr std::array<NamedChoice<Precision>, 3> table{
+      {{Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::bf16, "bf16"}}};
+};
+
+// train.nonfinite: what a NaN/Inf loss or gradient does.
+enum class NonfinitePolicy { stop, skip };
+template <>
+struct ChoiceNames<NonfinitePolicy> {
+  static constexpr std::array<NamedChoice<NonfinitePolicy>, 2> table{
+      {{NonfinitePolicy::stop, "stop"}, {NonfinitePolicy::skip, "skip"}}};
+};
+
+// optim.name
+enum class OptimizerKind { sgd, adamw };
+template <>
+struct ChoiceNames<OptimizerKind> {
+  static constexpr std::array<NamedChoice<OptimizerKind>, 2> table{
+      {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adamw, "adamw"}}};
+};
+
+// optim.schedule
+enum class ScheduleKind { constant, step, cosine };
+template <>
+struct ChoiceNames<ScheduleKind> {
+  static constexpr std::array<NamedChoice<ScheduleKind>, 3> table{
+      {{ScheduleKind::constant, "constant"}, {ScheduleKind::step, "step"}, {ScheduleKind::cosine, "cosine"}}};
+};
+
+// ddp.allreduce_dtype: the type gradient buckets travel in.
+enum class AllreduceDtype { fp32, bf16 };
+template <>
+struct ChoiceNames<AllreduceDtype> {
+  static constexpr std::array<NamedChoice<AllreduceDtype>, 2> table{
+      {{AllreduceDtype::fp32, "fp32"}, {AllreduceDtype::bf16, "bf16"}}};
+};
+
+// dist.backend of the gradient all-reduce: `automatic` is "auto" (nccl on GPUs
+// when built with it, else mpi); setup_compute resolves it to mpi or nccl.
+enum class DistBackend { automatic, mpi, nccl };
+template <>
+struct ChoiceNames<DistBackend> {
+  static constexpr std::array<NamedChoice<DistBackend>, 3> table{
+      {{DistBackend::automatic, "auto"}, {DistBackend::mpi, "mpi"}, {DistBackend::nccl, "nccl"}}};
+};
+
+// debug.fail_mode (tests): `throw_error` is "throw".
+enum class FailMode { none, throw_error, exit, hang, nan, signal };
+template <>
+struct ChoiceNames<FailMode> {
+  static constexpr std::array<NamedChoice<FailMode>, 6> table{{{FailMode::none, "none"},
+                                                               {FailMode::throw_error, "throw"},
+                                                               {FailMode::exit, "exit"},
+                                                               {FailMode::hang, "hang"},
+                                                               {FailMode::nan, "nan"},
+                                                               {FailMode::signal, "signal"}}};
+};
+
+// ---- the functions every table serves ----
+
+template <class E>
+const char* name_of(E value) {
+  for (const auto& choice : ChoiceNames<E>::table)
+    if (choice.value == value) return choice.name;
+  return "?";
+}
+
+template <class E>
+std::optional<E> parse_choice(std::string_view text) {
+  for (const auto& choice : ChoiceNames<E>::table)
+    if (text == choice.name) return choice.value;
+  return std::nullopt;
+}
+
+// "relu | gelu | tanh": the allowed values, for messages and --help.
+template <class E>
+std::string choice_list() {
+  std::string list;
+  for (const auto& choice : ChoiceNames<E>::table) list += (list.empty() ? "" : " | ") + std::string(choice.name);
+  return list;
+}
+
+// The name the start-up banner and `bench mlp` print.
+inline const char* precision_name(Precision p) { return name_of(p); }
+
+}  // namespace mpiddp
