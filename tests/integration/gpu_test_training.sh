@@ -9,10 +9,7 @@
 #  - NCCL with bf16 buckets trains; resume on the GPU is bit-exact
 source "$(dirname "$0")/lib.sh"
 "$MPIDDP" inspect devices > "$WORK/devices" 2>&1 || true
-if ! grep -q "^usable GPUs: [1-9]" "$WORK/devices"; then
-  echo "SKIPPED: $(grep -h "usable GPUs" "$WORK/devices" || cat "$WORK/devices")"
-  exit 77
-fi
+grep -q "^usable GPUs: [1-9]" "$WORK/devices" || skip "$(grep -h "usable GPUs" "$WORK/devices" || cat "$WORK/devices")"
 cat "$WORK/devices"
 "$MPIDDP_SOURCE_DIR/scripts/prepare-fmnist.sh" "$WORK/fmnist" "$MPIDDP" > /dev/null || { fail "prepare-fmnist.sh"; finish; }
 INI="$MPIDDP_SOURCE_DIR/inputs/fmnist_mlp.ini"
