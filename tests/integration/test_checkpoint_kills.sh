@@ -20,18 +20,27 @@ run_ranks 2 "${args[@]}" --run.dir "$WORK/reference" --checkpoint.every_epochs 0
 
 dir=$WORK/killed/checkpoints
 writing() { compgen -G "$dir/*.tmp" >/dev/null; }
-advanced_or_ended() { [ "$(latest_step "$dir")" -gt "$1" ] || job_ended "$job"; }
 # A sleep without starting a process (read times out on a pipe that stays silent):
 # on a busy machine, starting /bin/sleep can take longer than a checkpoint write.
 exec {silent_fd}<> <(:)
 nap() { read -r -t "$1" -u "$silent_fd" _ || true; }
 
+# Until the restart has completed a checkpoint after step $1 (or ended), polled
+# often so that each restart moves the run on by a few steps only.
+wait_for_progress() {
+  local deadline=$((SECONDS + PROGRESS_LIMIT))
+  until [ "$(latest_step "$dir")" -gt "$1" ] || job_ended "$job"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    nap 0.005
+  done
+}
+
 # The moment of kill I, once the restart has made progress: inside the next
-# checkpoint write (2 in 3), or after a random pause of up to 0.3 s (1 in 3).
+# checkpoint write (2 in 3), or after a random pause of up to 0.2 s (1 in 3).
 # Stale temporaries were removed when the restart began, so a *.tmp is a live write.
 pause_before_kill() {
   if [ $(($1 % 3)) = 0 ]; then
-    nap "$(printf '0.%02d' $((RANDOM % 30 + 1)))"
+    nap "$(printf '0.%03d' $((RANDOM % 200 + 1)))"
   else
     local deadline=$((SECONDS + 10))
     until writing || [ "$SECONDS" -ge "$deadline" ]; do nap 0.001; done
@@ -50,13 +59,13 @@ checkpoints_sound() {
   return $sound
 }
 
-first_step=-1 during=0 survived=0 kills=0
+first_step=-1 during=0 survived=0 kills=0 stalled=0
 for i in $(seq "$KILLS"); do
   before=$(latest_step "$dir")
   "$MPIEXEC" -n 2 "$MPIDDP" "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 1 --resume auto \
     > "$WORK/kill$i.log" 2>&1 &
   job=$!
-  if ! wait_until "$PROGRESS_LIMIT" advanced_or_ended "$before"; then
+  if ! wait_for_progress "$before"; then
     fail "kill $i: no new checkpoint within $PROGRESS_LIMIT s of the restart (latest still at step $before)"
     tail -5 "$WORK/kill$i.log" >&2; kill_job "$job"; break
   fi
@@ -74,14 +83,15 @@ for i in $(seq "$KILLS"); do
   # Every rank must be gone soon after the writer died.
   end_job "$job" 30 || fail "kill $i: a rank still runs 30 s after rank 0 was killed"
   after=$(latest_step "$dir")
-  [ "$after" -gt "$before" ] || fail "kill $i: latest did not advance (step $before before, $after after)"
+  [ "$after" -gt "$before" ] || { stalled=$((stalled + 1)); fail "kill $i: latest did not advance (step $before before, $after after)"; }
   checkpoints_sound "$i" && survived=$((survived + 1))
   echo "kill $i: latest at step $after (was $before)"
 done
-pass "$survived of $kills kills left only complete checkpoints ($during of them during a checkpoint write)"
-pass "latest advanced at every restart: from step $first_step to step $(latest_step "$dir") over $kills kills"
 echo "note: mpirun itself hung after all ranks had exited in $MPIRUN_HANGS of $kills kills (Open MPI 4.1.4)"
-[ "$kills" -ge $((KILLS * 9 / 10)) ] || fail "only $kills of $KILLS kills were made"
+if [ "$kills" -ge $((KILLS * 9 / 10)) ] && [ "$kills" -gt 0 ]; then
+  [ "$survived" = "$kills" ] && pass "$kills kills left only complete checkpoints ($during of them during a checkpoint write)"
+  [ "$stalled" = 0 ] && pass "latest advanced at every restart: from step $first_step to step $(latest_step "$dir") over $kills kills"
+else fail "only $kills of $KILLS kills were made"; fi
 [ "$during" -ge $((kills / 2)) ] || fail "only $during of $kills kills landed inside a checkpoint write"
 
 # The rest of the run without a checkpoint per step (checkpoints do not change the bits).
