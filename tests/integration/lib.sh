@@ -1,19 +1,94 @@
 # Shared helpers for the integration tests (sourced). ctest sets MPIDDP, MPIEXEC
 # and MPIDDP_SOURCE_DIR; run by hand, they default to the build tree.
-set -euo pipefail
+#
+# Every test ends in exactly one of three ways: `finish` (exit 0 or 1 with a FAIL
+# line per failed check), `skip REASON` (exit 77, "SKIPPED: REASON", only for
+# something missing on this machine), or an unexpected death, which the ERR and
+# EXIT traps below turn into a FAIL line naming the script line, and exit 1.
+set -Eeuo pipefail
 MPIDDP=${MPIDDP:-$(pwd)/build/mpiddp}
 MPIEXEC=${MPIEXEC:-mpirun}
 MPIDDP_SOURCE_DIR=${MPIDDP_SOURCE_DIR:-$(pwd)}
+TEST_NAME=$(basename "$0")
+# Open MPI as root, with more ranks than cores (the only place the tests set it).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
-trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 FAILURES=0
+VERDICT=""       # set by finish and skip; an exit without one is a failure
+CLEANUPS=()      # commands run at exit, newest first (at_exit)
 
 fail() { echo "FAIL: $*" >&2; FAILURES=$((FAILURES + 1)); }
 pass() { echo "ok: $*"; }
+at_exit() { CLEANUPS+=("$1"); }
 
-# mpirun -n N mpiddp ARGS..., bounded in time so that a hang fails the test.
-run_ranks() { local n=$1; shift; timeout 120 "$MPIEXEC" -n "$n" "$MPIDDP" "$@"; }
+# ---- how a test ends ----
+
+finish() {
+  if [ "$FAILURES" -ne 0 ]; then VERDICT=failed; echo "$FAILURES check(s) failed" >&2; exit 1; fi
+  VERDICT=passed; echo "all checks passed"; exit 0
+}
+skip() { VERDICT=skipped; echo "SKIPPED: $*"; exit 77; }
+
+# A command that set -e would end the script on: say which line, in the main shell
+# only (a failing $(...) or subshell is reported once, by the line that ran it).
+on_error() {
+  local rc=$1 line=$2 file=$3
+  [ "$BASHPID" = "$$" ] || return 0
+  local text; text=$(sed -n "${line}{s/^[[:space:]]*//;p}" "$file" 2>/dev/null || true)
+  local where="line $line"
+  [ "$file" -ef "$0" ] || where="$(basename "$file") line $line"
+  echo "FAIL: $TEST_NAME: $where: ${text:-$4} (exit $rc)" >&2
+}
+on_exit() {
+  local rc=$? i
+  trap - ERR
+  set +e
+  stop_background_jobs
+  for ((i = ${#CLEANUPS[@]} - 1; i >= 0; i--)); do eval "${CLEANUPS[i]}"; done
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+  if [ -z "$VERDICT" ]; then
+    # Also an unset variable (set -u) or a kill: bash said why just above, if it could.
+    echo "FAIL: $TEST_NAME: ended early (exit $rc) before checking everything" >&2
+    exit 1   # never 77: a crash must not read as a skip
+  fi
+}
+trap 'on_error $? $LINENO "${BASH_SOURCE[0]}" "$BASH_COMMAND"' ERR
+trap on_exit EXIT
+trap 'echo "FAIL: $TEST_NAME: interrupted" >&2; exit 1' INT TERM
+
+# ---- what a test needs: skip (exit 77) when it is missing ----
+
+# Debian's Python (with numpy/h5py/torch); elsewhere (a GPU machine) whatever python3 there is.
+PYTHON=${PYTHON:-$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3 || echo python3)}
+require_python_modules() {
+  local module
+  for module; do
+    "$PYTHON" -c "import $module" 2>/dev/null ||
+      skip "needs the Python module $module in $PYTHON (Debian: apt-get install python3-$module)"
+  done
+}
+require_commands() {
+  local command
+  for command; do
+    command -v "$command" >/dev/null || [ -x "/usr/sbin/$command" ] || [ -x "/sbin/$command" ] ||
+      skip "needs the command $command (scripts/install-deps.sh installs it)"
+  done
+}
+require_root() { [ "$(id -u)" = 0 ] || skip "needs root: $*"; }
+
+# ---- running mpiddp ----
+
+# mpirun -n N mpiddp ARGS..., bounded in time so that a hang fails the test. The
+# bound is generous: on a 2-core machine busy with other work, runs that take a
+# few seconds here have taken 30 to 40 times longer (mpiddp itself ends a hung
+# collective after dist.timeout_s, 300 s by default).
+RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+run_ranks() {
+  local n=$1 rc=0; shift
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n "$n" "$MPIDDP" "$@" || rc=$?
+  [ "$rc" != 124 ] || echo "note: mpiddp was killed after $RUN_TIMEOUT s (hung?)" >&2
+  return "$rc"
+}
 
 # expect_error NAME RANKS "expected text" mpiddp-args...
 # The job must exit non-zero within the time limit (no hang), and print exactly
@@ -33,6 +108,70 @@ expect_error() {
   pass "$name (exit $rc): $(grep '^mpiddp: error:' "$out")"
 }
 
+# ---- background jobs (mpirun ... &) ----
+
+# wait_until SECONDS COMMAND...: polls COMMAND until it succeeds; non-zero if it never did in time.
+wait_until() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
+log_has() { grep -q -- "$2" "$1" 2>/dev/null; }
+job_alive() { kill -0 "$1" 2>/dev/null; }
+job_ended() { ! job_alive "$1"; }
+# wait_for_line JOB LOG PATTERN SECONDS: until LOG has a line with PATTERN; non-zero
+# (and a FAIL line with the log's tail) if JOB ended first or the time ran out.
+wait_for_line() {
+  local job=$1 log=$2 pattern=$3 limit=$4
+  # (sees this call's locals: bash scoping is dynamic)
+  line_or_end() { log_has "$log" "$pattern" || ! job_alive "$job"; }
+  wait_until "$limit" line_or_end && log_has "$log" "$pattern" && return 0
+  if job_alive "$job"; then fail "no '$pattern' in $(basename "$log") within $limit s"
+  else fail "the job ended before '$pattern' appeared in $(basename "$log")"; fi
+  tail -5 "$log" >&2 2>/dev/null || true
+  return 1
+}
+
+# PID of the process with MPI world rank RANK among mpirun JOB's children (empty if none yet).
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1" || true); do
+    grep -qxz "OMPI_COMM_WORLD_RANK=$2" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# Whether any child of JOB is still running (not a zombie).
+ranks_alive() {
+  local state
+  for state in $(ps -o stat= --ppid "$1" || true); do [[ $state == Z* ]] || return 0; done
+  return 1
+}
+kill_job() { pkill -9 -P "$1" 2>/dev/null || true; kill -9 "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+stop_background_jobs() { local job; for job in $(jobs -p); do kill_job "$job"; done; }
+
+# end_job JOB SECONDS: waits up to SECONDS for the background mpirun JOB to end and
+# sets JOB_RC. Returns non-zero (JOB_RC 124, job killed) if a rank still ran then.
+# Open MPI 4.1.4 sometimes leaves mpirun running after every rank has exited (it
+# never reaps a killed rank): not mpiddp's to fix, so that counts as ended, with
+# JOB_RC 137, and is counted in MPIRUN_HANGS for the test to report.
+MPIRUN_HANGS=0
+end_job() {
+  local job=$1 limit=$2
+  JOB_RC=0
+  if wait_until "$limit" job_ended "$job"; then wait "$job" || JOB_RC=$?; return 0; fi
+  if ranks_alive "$job"; then
+    echo "still running after $limit s: $(ps -o pid,stat,comm --ppid "$job" | tr '\n' ' ')" >&2
+    kill_job "$job"; JOB_RC=124; return 1
+  fi
+  MPIRUN_HANGS=$((MPIRUN_HANGS + 1))
+  kill_job "$job"; JOB_RC=137
+}
+
+# ---- data, input files, outputs ----
+
 # A learnable 3-class problem in 8 features: class = which of three directions
 # the point is closest to, with noise. N rows of CSV (features..., label).
 make_blobs_csv() {
@@ -48,16 +187,47 @@ make_blobs_csv() {
       print line c
     } }' > "$path"
 }
+# make_blobs_shards DIR ROWS SEED SHARDS: the same problem as HDF5 shards in DIR (CSV in DIR.csv).
+make_blobs_shards() {
+  make_blobs_csv "$1.csv" "$2" "$3"
+  "$MPIDDP" shard --format csv --input "$1.csv" --out "$1" --shards "$4" >/dev/null
+}
 
-# Debian's Python (with numpy/h5py/torch here); elsewhere (a GPU machine) whatever python3 there is.
-PYTHON=${PYTHON:-$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3 )}
-json_field() { "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+# write_ini FILE section.key=value...: an input file, one [section] per key prefix,
+# sections in order of first use.
+write_ini() {
+  local file=$1 setting key section; shift
+  local -a order=()
+  local -A body=()
+  for setting; do
+    key=${setting%%=*}; section=${key%%.*}
+    [ -n "${body[$section]+set}" ] || order+=("$section")
+    body[$section]+="${key#*.} = ${setting#*=}"$'\n'
+  done
+  for section in "${order[@]}"; do printf '[%s]\n%s' "$section" "${body[$section]}"; done > "$file"
+}
+
+# json_field FILE KEY: prints the value; non-zero (and nothing) if the file or key is missing.
+json_field() { "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2" 2>/dev/null; }
+# at_least VALUE MIN / below VALUE MAX: numeric comparisons (false for a non-number).
+is_number() { [[ $1 =~ ^-?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]]; }
+at_least() { is_number "$1" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+below() { is_number "$1" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 
 # The newest complete checkpoint of a run directory.
-latest_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
+latest_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest" 2>/dev/null || echo none)"; }
+# The global step of the checkpoint that a checkpoints directory's `latest` names; -1 if none.
+latest_step() {
+  local name
+  name=$(cat "$1/latest" 2>/dev/null) || { echo -1; return 0; }
+  [[ $name =~ ^ckpt-step-0*([0-9]+)\.h5$ ]] && echo "${BASH_REMATCH[1]}" || echo -1
+}
+# Number of ckpt-step-*.h5 files in a checkpoints directory (0 if none or no directory).
+count_checkpoints() { local f n=0; for f in "$1"/ckpt-step-*.h5; do [ -e "$f" ] && n=$((n + 1)); done; echo "$n"; }
 
 # Exit 0 when two checkpoints hold bit-identical parameters (and optimizer state).
 same_parameters() {
+  [ -f "$1" ] && [ -f "$2" ] || { echo "missing checkpoint: $1 or $2" >&2; return 1; }
   if ! "$PYTHON" -c "import h5py, numpy" 2>/dev/null; then
     # No h5py: compare every array's checksum as mpiddp itself reports it.
     diff <("$MPIDDP" inspect checkpoint "$1" | grep ' \[') <("$MPIDDP" inspect checkpoint "$2" | grep ' \[') >/dev/null
@@ -75,9 +245,4 @@ assert x and sorted(x) == sorted(y), (sorted(x), sorted(y))
 bad = [n for n in x if not np.array_equal(x[n], y[n])]
 assert not bad, bad
 PY
-}
-
-finish() {
-  if [ "$FAILURES" -ne 0 ]; then echo "$FAILURES check(s) failed" >&2; exit 1; fi
-  echo "all checks passed"
 }

@@ -2,9 +2,9 @@
 # Every bad input ends the whole 2-rank job with one error line naming the
 # file/key/rank and a non-zero exit, never a hang.
 source "$(dirname "$0")/lib.sh"
+require_python_modules h5py numpy   # to write malformed shards
 
-make_blobs_csv "$WORK/good.csv" 400 1
-"$MPIDDP" shard --format csv --input "$WORK/good.csv" --out "$WORK/good" --shards 2 >/dev/null
+make_blobs_shards "$WORK/good" 400 1 2
 base=(train --data.train "$WORK/good" --train.epochs 1 --run.dir "$WORK/run")
 
 # Input-file keys and values.
@@ -24,7 +24,7 @@ mkdir -p "$WORK/garbage" && head -c 5000 /dev/urandom > "$WORK/garbage/shard-0.h
 expect_error unreadable-shard 2 "$WORK/garbage/shard-0.h5: not a readable HDF5 file" train --data.train "$WORK/garbage"
 expect_error wrong-dataset-name 2 "no dataset 'pixels' (set data.features)" "${base[@]}" --data.features pixels
 
-/usr/bin/python3 - "$WORK" <<'PY'
+"$PYTHON" - "$WORK" <<'PY' || fail "writing malformed shards (h5py)"
 import sys, h5py, numpy as np
 w = sys.argv[1]
 import os

@@ -3,22 +3,13 @@
 # CPU-only and the CUDA build alike: auto trains on the CPU (the CUDA build says
 # why), and every GPU-only request is refused with one line naming the key.
 source "$(dirname "$0")/lib.sh"
-"$MPIDDP" inspect devices > "$WORK/devices"
+"$MPIDDP" inspect devices > "$WORK/devices" || fail "inspect devices: exit $?"
 cat "$WORK/devices"
-if grep -q "^usable GPUs: [1-9]" "$WORK/devices"; then echo "SKIPPED: a GPU is usable here (see gpu_training)"; exit 77; fi
+if grep -q "^usable GPUs: [1-9]" "$WORK/devices"; then skip "a GPU is usable here (see gpu_training)"; fi
 grep -q "^usable GPUs: 0 - ." "$WORK/devices" && pass "inspect devices gives the reason" || fail "inspect devices"
 
-make_blobs_csv "$WORK/train.csv" 600 1
-"$MPIDDP" shard --format csv --input "$WORK/train.csv" --out "$WORK/train" --shards 2 >/dev/null
-cat > "$WORK/run.ini" <<INI
-[data]
-train = $WORK/train
-[model]
-hidden = 16
-[train]
-epochs = 1
-eval = false
-INI
+make_blobs_shards "$WORK/train" 600 1 2
+write_ini "$WORK/run.ini" data.train="$WORK/train" model.hidden=16 train.epochs=1 train.eval=false
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/auto" > "$WORK/auto.log" 2>&1 || fail "auto: exit $?"
 grep -q "device cpu, precision fp32, gradients over mpi" "$WORK/auto.log" && pass "auto trains on the CPU over MPI" \
   || { fail "auto banner"; head -5 "$WORK/auto.log"; }

@@ -6,28 +6,10 @@
 # copies of parameters and optimizer state, checkpoint pulls, batch staging and
 # the next-batch prefetch order, resume, and the host-staged MPI all-reduce.
 source "$(dirname "$0")/lib.sh"
-make_blobs_csv "$WORK/train.csv" 1500 1
-"$MPIDDP" shard --format csv --input "$WORK/train.csv" --out "$WORK/train" --shards 3 >/dev/null
-cat > "$WORK/run.ini" <<INI
-[data]
-train = $WORK/train
-test = $WORK/train
-[model]
-hidden = 32,16
-dropout = 0.2
-[train]
-batch_size = 25
-epochs = 3
-[optim]
-name = adamw
-lr = 0.01
-[ddp]
-first_bucket_mb = 0.001
-bucket_mb = 0.002
-[checkpoint]
-every_steps = 40
-keep = 0
-INI
+make_blobs_shards "$WORK/train" 1500 1 3
+write_ini "$WORK/run.ini" data.train="$WORK/train" data.test="$WORK/train" model.hidden=32,16 model.dropout=0.2 \
+  train.batch_size=25 train.epochs=3 optim.name=adamw optim.lr=0.01 \
+  ddp.first_bucket_mb=0.001 ddp.bucket_mb=0.002 checkpoint.every_steps=40 checkpoint.keep=0
 # run NAME RANKS args...
 run() { local name=$1 ranks=$2; shift 2
   run_ranks "$ranks" train "$WORK/run.ini" --run.dir "$WORK/$name" "$@" > "$WORK/$name.log" 2>&1; }
@@ -42,13 +24,15 @@ for ranks in 1 2; do
     || fail "$ranks rank(s): emulated GPU differs from the CPU"
 done
 # Every intermediate checkpoint too (pulls before each write).
-for f in "$WORK"/cpu2/checkpoints/ckpt-step-*.h5; do
-  same_parameters "$f" "$WORK/emu2/checkpoints/$(basename "$f")" || fail "checkpoint $(basename "$f") differs"
-done && pass "all $(ls "$WORK"/cpu2/checkpoints/ckpt-step-*.h5 | wc -l) intermediate checkpoints identical"
+intermediate=("$WORK"/cpu2/checkpoints/ckpt-step-*.h5) differing=0
+for f in "${intermediate[@]}"; do
+  same_parameters "$f" "$WORK/emu2/checkpoints/$(basename "$f")" || { differing=1; fail "checkpoint $(basename "$f") differs"; }
+done
+[ "$differing" = 0 ] && pass "all ${#intermediate[@]} intermediate checkpoints identical"
 
 # mpiddp's own checkpoint summary (used where h5py is missing) agrees.
 arrays() { "$MPIDDP" inspect checkpoint "$1" | grep ' \['; }
-first=$(ls "$WORK"/cpu2/checkpoints/ckpt-step-*.h5 | head -1)
+first=${intermediate[0]}
 [ "$(arrays "$first" | wc -l)" -eq 18 ] && cmp -s <(arrays "$(latest_checkpoint "$WORK/cpu2")") \
   <(arrays "$(latest_checkpoint "$WORK/emu2")") && ! cmp -s <(arrays "$first") <(arrays "$(latest_checkpoint "$WORK/cpu2")") \
   && pass "inspect checkpoint: 18 arrays, equal checksums for equal runs, different for different steps" \

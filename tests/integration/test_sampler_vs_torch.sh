@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `mpiddp inspect sampler` must print exactly PyTorch's DistributedSampler order.
 source "$(dirname "$0")/lib.sh"
-/usr/bin/python3 -c "import torch" 2>/dev/null || { fail "python3-torch is required (apt-get install python3-torch)"; finish; }
+require_python_modules torch
 cases="1000 1 0 0 0 0 1
 1000 2 1 0 3 0 1
 1001 3 2 42 7 0 1
@@ -15,8 +15,8 @@ while read -r n w r seed epoch drop shuffle; do
   args=(inspect sampler --size "$n" --world "$w" --rank "$r" --seed "$seed" --epoch "$epoch")
   [ "$drop" = 1 ] && args+=(--drop-last)
   [ "$shuffle" = 0 ] && args+=(--no-shuffle)
-  ours=$("$MPIDDP" "${args[@]}")
-  theirs=$(/usr/bin/python3 - "$n" "$w" "$r" "$seed" "$epoch" "$drop" "$shuffle" 2>/dev/null <<'PY'
+  ours=$("$MPIDDP" "${args[@]}" 2>&1) || true
+  theirs=$("$PYTHON" - "$n" "$w" "$r" "$seed" "$epoch" "$drop" "$shuffle" 2>/dev/null <<'PY'
 import sys
 from torch.utils.data.distributed import DistributedSampler
 n, w, r, seed, epoch, drop, shuffle = map(int, sys.argv[1:])
@@ -26,7 +26,7 @@ s = DistributedSampler(D(), num_replicas=w, rank=r, shuffle=bool(shuffle), seed=
 s.set_epoch(epoch)
 print(" ".join(map(str, s)))
 PY
-)
+) || true
   if [ "$ours" = "$theirs" ]; then pass "N=$n W=$w R=$r seed=$seed epoch=$epoch drop_last=$drop shuffle=$shuffle"
   else fail "N=$n W=$w R=$r seed=$seed epoch=$epoch drop_last=$drop shuffle=$shuffle differs"; fi
 done <<< "$cases"
