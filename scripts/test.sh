@@ -4,7 +4,10 @@
 #     and its whole test suite; tests that need a GPU report "Skipped" and why;
 #  2. when that build has the GPU path, also the CPU-only build in build-cpu/
 #     (MPIDDP_ENABLE_CUDA=OFF), with its unit, MPI and device-selection tests, so
-#     both builds are known to compile and work.
+#     both builds are known to compile and work;
+#  3. the sanitizer build in build-asan/ (CPU only, AddressSanitizer, LeakSanitizer
+#     and UBSan, see tests/sanitizers/) with its unit and MPI tests and the short
+#     integration tests; any sanitizer report fails it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-2}
@@ -18,3 +21,8 @@ if build/mpiddp inspect devices | grep -q "CUDA yes"; then
   (cd build-cpu && ctest --output-on-failure -L "unit|mpi" && \
      ctest --output-on-failure -R "test_train_small|test_device_selection|gpu_training")
 fi
+echo "=== the sanitizer build (address,undefined, CPU only) ==="
+cmake -S . -B build-asan -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ctest --output-on-failure -L "unit|mpi" && \
+   ctest --output-on-failure -R "^(test_train_small|test_bad_inputs)$")

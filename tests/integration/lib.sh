@@ -101,6 +101,8 @@ expect_error() {
   lines=$(grep -c "^mpiddp: error:" "$out" || true)
   if [ "$rc" -eq 0 ]; then fail "$name: exit code 0"; return; fi
   if [ "$rc" -eq 124 ]; then fail "$name: hung (killed after 60 s)"; return; fi
+  # A sanitizer build: undefined behaviour on an error path would hide behind the expected failure.
+  if grep -q "runtime error:" "$out"; then fail "$name: undefined behaviour (UBSan)"; cat "$out" >&2; return; fi
   if [ "$lines" -ne 1 ]; then fail "$name: $lines error lines"; cat "$out" >&2; return; fi
   if ! grep "^mpiddp: error:" "$out" | grep -qF -- "$expected"; then
     fail "$name: error line lacks '$expected'"; grep "^mpiddp: error:" "$out" >&2; return
