@@ -119,7 +119,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     std::printf("bench mlp: %d-%s-%d, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s, "
                 "data %s\n",
                 inputs, hidden.c_str(), outputs, batch, comm.size(), compute.device->describe().c_str(),
-                precision_name(compute.device->precision()), compute.transport->name().c_str(), data_mode.c_str());
+                name_of(compute.device->precision()), compute.transport->name().c_str(), data_mode.c_str());
     std::printf("%-22s %12s %14s %12s\n", "mode", "step ms", "samples/s", "TFLOP/s");
     auto row = [&](const char* mode, double step_s) {
       std::printf("%-22s %12.3f %14.0f %12.2f\n", mode, step_s * 1e3, batch * comm.size() / step_s,

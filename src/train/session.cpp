@@ -116,7 +116,7 @@ void TrainingSession::print_banner() const {
   std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
   if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
   std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank\n",
-              comm.size(), device_kind_name(compute.device->kind()), precision_name(compute.device->precision()),
+              comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads);
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {

@@ -131,7 +131,4 @@ std::string choice_list() {
   return list;
 }
 
-// The name the start-up banner and `bench mlp` print.
-inline const char* precision_name(Precision p) { return name_of(p); }
-
 }  // namespace mpiddp

@@ -24,7 +24,7 @@ struct OptimizerState {
 // one fused pass over the flat buffers there.
 class Optimizer {
  public:
-  explicit Optimizer(Device& device) : device_(device), update_(device.ops<UpdateOps>()) {}
+  explicit Optimizer(Device& device) : update_(device.ops<UpdateOps>()) {}
   virtual ~Optimizer() = default;
   virtual OptimizerKind kind() const = 0;
   std::string name() const { return name_of(kind()); }  // optim.name's value
@@ -40,7 +40,6 @@ class Optimizer {
   }
 
  protected:
-  Device& device_;
   UpdateOps& update_;
   std::int64_t steps_ = 0;
 };
