@@ -1,6 +1,9 @@
 // mpiddp's CUDA kernels. Element-wise work uses grid-stride loops over the
 // shared math in elementwise.hpp; reductions use a fixed order so results are
 // the same from run to run (no floating-point atomics).
+#include <climits>
+#include <cmath>
+
 #include "check.hpp"
 #include "kernels.hpp"
 
@@ -74,15 +77,65 @@ __global__ void from_bf16_kernel(const __nv_bfloat16* in, float* out, std::size_
   MPIDDP_GRID_STRIDE(i, n) out[i] = __bfloat162float(in[i]);
 }
 
+// Softmax cross-entropy, one warp per row: the lanes read the row together
+// (consecutive logits, so the loads coalesce), each keeps its own arg-max and
+// sum of terms in column order, and a fixed butterfly of shuffles combines the
+// lanes. Same pieces as the CPU's softmax_cross_entropy_row; only the order of
+// the double sum differs, and it is the same in every run (deterministic).
+constexpr int kWarp = 32;
+constexpr unsigned kAllLanes = 0xffffffffu;
+
+struct TopLogit {
+  float value;
+  int index;
+};
+
+// The larger value; on ties the lower index (the CPU's first arg-max). Order-free.
+__device__ TopLogit better(TopLogit a, TopLogit b) {
+  return (b.value > a.value || (b.value == a.value && b.index < a.index)) ? b : a;
+}
+
+__device__ TopLogit warp_top(TopLogit t) {
+  for (int mask = kWarp / 2; mask > 0; mask /= 2) {
+    const TopLogit other{__shfl_xor_sync(kAllLanes, t.value, mask), __shfl_xor_sync(kAllLanes, t.index, mask)};
+    t = better(t, other);
+  }
+  return t;
+}
+
+// Every lane ends with the same bits: each pair adds the same two numbers.
+__device__ double warp_sum(double v) {
+  for (int mask = kWarp / 2; mask > 0; mask /= 2) v += __shfl_xor_sync(kAllLanes, v, mask);
+  return v;
+}
+
 __global__ void softmax_rows_kernel(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
                                     double* row_loss, int* row_correct) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n) return;
-  const std::size_t at = static_cast<std::size_t>(r) * c;
-  bool correct = false;
-  row_loss[r] = ew::softmax_cross_entropy_row(logits + at, c, labels[r], 1.0f / static_cast<float>(n),
-                                              grad ? grad + at : nullptr, &correct);
-  if (row_correct) row_correct[r] = correct ? 1 : 0;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warps = static_cast<int>(gridDim.x * blockDim.x) / kWarp;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  // The whole warp takes the same rows, so every lane reaches every shuffle.
+  for (int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) / kWarp; r < n; r += warps) {
+    const float* z = logits + static_cast<std::size_t>(r) * c;
+    TopLogit top{-INFINITY, INT_MAX};
+    for (int k = lane; k < c; k += kWarp) top = better(top, TopLogit{z[k], k});
+    top = warp_top(top);
+    double sum = 0.0;
+    for (int k = lane; k < c; k += kWarp) sum += ew::softmax_term(z[k], top.value);
+    const double log_sum = ew::softmax_log_sum(warp_sum(sum), top.value);
+    const int label = labels[r];
+    if (grad) {
+      float* g = grad + static_cast<std::size_t>(r) * c;
+      for (int k = lane; k < c; k += kWarp) {
+        const float v = ew::softmax_grad(z[k], log_sum, inv_n);
+        g[k] = k == label ? __fsub_rn(v, inv_n) : v;  // _rn: never fused with the product, like the CPU
+      }
+    }
+    if (lane == 0) {
+      row_loss[r] = log_sum - z[label];
+      if (row_correct) row_correct[r] = top.index == label ? 1 : 0;
+    }
+  }
 }
 
 __global__ void squared_error_rows_kernel(const float* y, const float* targets, float* grad, int n, int t,
@@ -208,8 +261,9 @@ void from_bf16(const __nv_bfloat16* in, float* out, std::size_t n, cudaStream_t 
 void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
                            double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s) {
   if (n == 0) return;
-  softmax_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(logits, labels, grad, n, c, row_loss,
-                                                                         row_correct);
+  constexpr int rows_per_block = kThreads / kWarp;
+  softmax_rows_kernel<<<(n + rows_per_block - 1) / rows_per_block, kThreads, 0, s>>>(logits, labels, grad, n, c,
+                                                                                     row_loss, row_correct);
   check_launch("softmax_cross_entropy");
   sum_rows_kernel<<<1, kThreads, 0, s>>>(row_loss, row_correct, n, sums);
   check_launch("sum_rows");

@@ -63,20 +63,30 @@ MPIDDP_HD void adamw_update(float& param, float grad, float& m, float& v, const 
 }
 
 // ---- losses, one sample (row) at a time ----
-// Softmax cross-entropy of one row of logits z[0..c) against `label`: returns
-// the loss, sets *correct when the arg-max is the label, and writes
-// d(mean loss)/dz = (softmax - onehot) * inv_n into g when g is not null.
-// Log-sum-exp in double, so the loss is the same on every device.
+// Softmax cross-entropy of a row of logits z against its label, in pieces that
+// the CPU (one row in order, below) and the GPU (one warp per row, kernels.cu)
+// both use. The terms of the log-sum-exp are doubles, so the loss is the same
+// on every device up to the order of the sum.
+//   top: the arg-max (the first one on ties), which also decides `correct`.
+MPIDDP_HD double softmax_term(float z, float top_value) { return exp(static_cast<double>(z - top_value)); }
+MPIDDP_HD double softmax_log_sum(double term_sum, float top_value) { return log(term_sum) + top_value; }
+// d(mean loss)/dz for one logit before the label's -inv_n: softmax(z) * inv_n.
+MPIDDP_HD float softmax_grad(float z, double log_sum, float inv_n) {
+  return static_cast<float>(exp(static_cast<double>(z) - log_sum)) * inv_n;
+}
+
+// The whole row: returns the loss, sets *correct when the arg-max is the label,
+// and writes d(mean loss)/dz = (softmax - onehot) * inv_n into g when g is not null.
 MPIDDP_HD double softmax_cross_entropy_row(const float* z, int c, int label, float inv_n, float* g, bool* correct) {
   int top = 0;
   for (int k = 1; k < c; ++k)
     if (z[k] > z[top]) top = k;
   double sum = 0.0;
-  for (int k = 0; k < c; ++k) sum += exp(static_cast<double>(z[k] - z[top]));
-  const double log_sum = log(sum) + z[top];
+  for (int k = 0; k < c; ++k) sum += softmax_term(z[k], z[top]);
+  const double log_sum = softmax_log_sum(sum, z[top]);
   *correct = top == label;
   if (g) {
-    for (int k = 0; k < c; ++k) g[k] = static_cast<float>(exp(static_cast<double>(z[k]) - log_sum)) * inv_n;
+    for (int k = 0; k < c; ++k) g[k] = softmax_grad(z[k], log_sum, inv_n);
     g[label] -= inv_n;
   }
   return log_sum - z[label];
