@@ -12,6 +12,7 @@
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/train/compute_setup.hpp"
 #include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 #include "mpiddp/train/step.hpp"
 
 namespace po = boost::program_options;
@@ -65,6 +66,9 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
                               allreduce_dtype, "--optim.name", "adamw"});
   });
   Communicator& comm = group.world();
+  // As in training: a hung collective, GPU wait or NCCL teardown ends the job
+  // with one line after dist.timeout_s (it stays on until the process ends).
+  Watchdog::instance().start(config.dist.timeout_s, comm.rank());
   ComputeSetup compute = setup_compute(config, group);
   auto model = build_mlp(config.model, static_cast<std::size_t>(inputs), static_cast<std::size_t>(outputs), 1,
                          compute.device);

@@ -10,6 +10,7 @@
 #include "mpiddp/device/batch.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/watchdog.hpp"
+#include "teardown.hpp"
 
 namespace mpiddp::cuda {
 
@@ -35,11 +36,13 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 
 CudaDevice::~CudaDevice() {
   // No throwing here: release what exists, ignore errors (the job is ending).
-  cudaStreamSynchronize(compute_);
-  cudaStreamSynchronize(copy_);
+  // On the error path nothing waits for the GPU (teardown.hpp).
+  if (unwinding()) return;
+  drain(compute_, "waiting for the GPU at the end");
+  drain(copy_, "waiting for the batch copies at the end");
   for (Slot& s : slots_) {
     s.features = Matrix();
-    if (s.pinned) cudaFreeHost(s.pinned);
+    free_pinned(s.pinned);
     cudaEventDestroy(s.copied);
     cudaEventDestroy(s.consumed);
   }
@@ -64,16 +67,24 @@ void* CudaDevice::allocate(std::size_t bytes) {
 }
 
 void CudaDevice::release(void* data) {
-  if (!data) return;
-  // Kernels or copies in flight may still use it: wait for both streams first.
-  cudaStreamSynchronize(compute_);
-  cudaStreamSynchronize(copy_);
-  cudaFree(data);
+  if (!data || unwinding()) return;  // the error path leaves memory to the process's end
+  // Kernels or copies in flight may still use it: wait for both streams first
+  // (a destructor may call this, so it never throws).
+  drain(compute_, "waiting for the GPU before freeing memory");
+  drain(copy_, "waiting for the batch copies before freeing memory");
+  free_device(data);
 }
 
 void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
   if (!bytes) return;
-  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_), "cudaMemcpy device->host");
+  // Into pageable memory cudaMemcpyAsync blocks the host until the copy is done,
+  // so the stream's earlier work (which may wait for NCCL) is waited for first,
+  // with the health check, and the copy itself under the watchdog.
+  wait_for_compute("waiting for the GPU before a copy to the host");
+  {
+    Watchdog::Scope scope("cudaMemcpy device->host");
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_), "cudaMemcpy device->host");
+  }
   wait_for_compute("cudaMemcpy device->host");
 }
 
@@ -88,7 +99,9 @@ void CudaDevice::copy_within(void* to, const void* from, std::size_t bytes) {
 
 void CudaDevice::synchronize() { wait_for_compute("cudaStreamSynchronize"); }
 
-void CudaDevice::wait_for_compute(const char* what) {
+void CudaDevice::wait_for(cudaStream_t stream, const char* what) { check(drain(stream, what), what); }
+
+cudaError_t CudaDevice::drain(cudaStream_t stream, const char* what) noexcept {
   // A kernel that never finishes ends the job after dist.timeout_s like a hung
   // collective. With NCCL the wait check owns that timeout, so that it can abort
   // NCCL before ending the job.
@@ -96,9 +109,8 @@ void CudaDevice::wait_for_compute(const char* what) {
   if (!wait_check_) scope.emplace(what);
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
-    const cudaError_t status = cudaStreamQuery(compute_);
-    if (status == cudaSuccess) return;
-    if (status != cudaErrorNotReady) check(status, what);
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status != cudaErrorNotReady) return status;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (wait_check_) wait_check_(waited);
     // Spin briefly (steps are short), then poll gently.
@@ -122,7 +134,7 @@ StagedBatch CudaDevice::stage(const Batch& batch, int slot) {
   }
   const std::size_t total = feature_bytes + label_bytes + target_bytes;
   if (s.pinned_bytes < total) {
-    if (s.pinned) cudaFreeHost(s.pinned);
+    free_pinned(s.pinned);
     s.pinned = nullptr;
     check(cudaMallocHost(reinterpret_cast<void**>(&s.pinned), total), "cudaMallocHost (batch slot)");
     s.pinned_bytes = total;

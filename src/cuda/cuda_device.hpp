@@ -27,8 +27,12 @@ class CudaDevice final : public Device {
   // seconds waited so far; may end the job (the NCCL transport checks its
   // communicator here).
   void set_wait_check(std::function<void(double)> check) { wait_check_ = std::move(check); }
-  // Waits for the compute stream, calling the wait check while it waits.
-  void wait_for_compute(const char* what);
+  // Waits for the compute stream (or another of this device's streams), calling
+  // the wait check while it waits; throws on a CUDA error.
+  void wait_for_compute(const char* what) { wait_for(compute_, what); }
+  void wait_for(cudaStream_t stream, const char* what);
+  // The same wait for teardown: never throws, returns the stream's final status.
+  cudaError_t drain(cudaStream_t stream, const char* what) noexcept;
 
   DeviceKind kind() const override { return DeviceKind::cuda; }
   std::string describe() const override { return description_; }

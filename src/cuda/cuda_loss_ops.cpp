@@ -3,6 +3,7 @@
 #include "check.hpp"
 #include "cuda_ops.hpp"
 #include "kernels.hpp"
+#include "teardown.hpp"
 
 namespace mpiddp::cuda {
 namespace {
@@ -16,8 +17,8 @@ class CudaLossOps final : public LossOps {
     check(cudaMallocHost(reinterpret_cast<void**>(&host_sums_), sizeof(LossScalars)), "cudaMallocHost");
   }
   ~CudaLossOps() override {
-    cudaFree(sums_);
-    cudaFreeHost(host_sums_);
+    free_device(sums_);
+    free_pinned(host_sums_);
   }
 
   void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) override {

@@ -10,6 +10,7 @@
 #include "check.hpp"
 #include "cuda_device.hpp"
 #include "kernels.hpp"
+#include "teardown.hpp"
 #include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
@@ -51,16 +52,27 @@ class NcclTransport final : public GradientTransport {
 
   ~NcclTransport() override {
     device_.set_wait_check(nullptr);
+    // The error path (an exception unwinds through here before its line is
+    // printed): the context may hold a sticky error or a peer may be stuck, so
+    // finalising could wait forever. Abort the communicator; the process is ending.
+    if (cuda::unwinding()) {
+      ncclCommAbort(comm_);
+      return;
+    }
+    // The normal end, under the watchdog (run_training stops it only afterwards).
+    if (device_.drain(stream_, "waiting for the last all-reduce") != cudaSuccess) {
+      ncclCommAbort(comm_);
+      return;
+    }
     {
       Watchdog::Scope scope("ncclCommFinalize");
-      cudaStreamSynchronize(stream_);
       ncclCommFinalize(comm_);
+      ncclCommDestroy(comm_);
     }
-    ncclCommDestroy(comm_);
     for (auto& b : buckets_) {
       if (b.ready) cudaEventDestroy(b.ready);
       if (b.done) cudaEventDestroy(b.done);
-      if (b.bf16) cudaFree(b.bf16);
+      cuda::free_device(b.bf16);
     }
     cudaStreamDestroy(stream_);
   }
@@ -72,6 +84,9 @@ class NcclTransport final : public GradientTransport {
     BucketState& b = state_of(bucket, count);
     cuda::check(cudaEventRecord(b.ready, device_.compute_stream()), "cudaEventRecord (bucket ready)");
     cuda::check(cudaStreamWaitEvent(stream_, b.ready, 0), "cudaStreamWaitEvent (bucket ready)");
+    // Enqueuing does not wait for the GPU, but the first call sets up the
+    // connections between the ranks on the host and waits for every peer.
+    Watchdog::Scope scope("ncclAllReduce (the first one connects the ranks)");
     if (bf16_) {
       // Already divided by the world size (like PyTorch's bf16 compression hook), so the sum cannot overflow.
       cuda::to_bf16(data, b.bf16, count, stream_);
@@ -111,8 +126,10 @@ class NcclTransport final : public GradientTransport {
     }
     if (bf16_ && b.bf16_count < count) {  // sized by the largest use of this bucket number
       if (b.bf16) {
-        cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (communication)");
-        cudaFree(b.bf16);
+        // Polled with the health check: a stuck all-reduce ends the job with one line.
+        device_.wait_for(stream_, "waiting for an all-reduce before growing its bf16 bucket");
+        cuda::free_device(b.bf16);
+        b.bf16 = nullptr;
       }
       cuda::check(cudaMalloc(reinterpret_cast<void**>(&b.bf16), count * sizeof(__nv_bfloat16)), "cudaMalloc");
       b.bf16_count = count;

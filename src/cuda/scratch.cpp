@@ -3,15 +3,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-
 #include "check.hpp"
 #include "mpiddp/dist/watchdog.hpp"
+#include "teardown.hpp"
 
 namespace mpiddp::cuda {
 
 template <class T>
 Scratch<T>::~Scratch() {
-  if (data_) cudaFree(data_);
+  free_device(data_);
 }
 
 template <class T>
@@ -20,7 +20,7 @@ T* Scratch<T>::get(std::size_t count) {
     if (data_) {
       Watchdog::Scope scope("growing a GPU scratch buffer");
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (growing a scratch buffer)");
-      cudaFree(data_);
+      free_device(data_);
       data_ = nullptr;
     }
     check(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMalloc (scratch)");

@@ -54,6 +54,9 @@ void Watchdog::run() {
 
 Watchdog::Scope::Scope(const char* operation) {
   Watchdog& w = instance();
+  outer_operation_ = w.operation_.load();
+  outer_started_ns_ = w.started_ns_.load();
+  w.started_ns_.store(0);  // never a new name with the old start time
   w.operation_.store(operation);
   w.started_ns_.store(now_ns());
 }
@@ -61,7 +64,8 @@ Watchdog::Scope::Scope(const char* operation) {
 Watchdog::Scope::~Scope() {
   Watchdog& w = instance();
   w.started_ns_.store(0);
-  w.operation_.store(nullptr);
+  w.operation_.store(outer_operation_);
+  w.started_ns_.store(outer_started_ns_);
 }
 
 }  // namespace mpiddp

@@ -264,9 +264,12 @@ TrainSummary Trainer::finish() {
 TrainSummary run_training(const Config& config, ProcessGroup& group, const std::string& resume) {
   const auto start = Clock::now();
   Watchdog::instance().start(config.dist.timeout_s, group.world().rank());
-  TrainingSession session(config, group, resume);
-  session.print_banner();
-  const TrainSummary summary = Trainer(session, start).run();
+  TrainSummary summary;
+  {
+    TrainingSession session(config, group, resume);
+    session.print_banner();
+    summary = Trainer(session, start).run();
+  }  // the session's teardown (GPU waits, ncclCommFinalize) still runs under the watchdog
   Watchdog::instance().stop();
   return summary;
 }

@@ -17,12 +17,18 @@ class Watchdog {
   void stop();
   void set_step(std::int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
+  // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
+  // own, and the outer one's clock runs on when it ends.
   class Scope {
    public:
     explicit Scope(const char* operation);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
+
+   private:
+    const char* outer_operation_;
+    std::int64_t outer_started_ns_;
   };
 
  private:
