@@ -7,6 +7,7 @@
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/train/signals.hpp"
 
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return kExitInputError;
   }
+  // Before anything starts CUDA (MPI might): see device/cuda.hpp for why.
+  prefer_eager_cuda_module_loading();
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "--help" || command == "-h" || command == "help") {

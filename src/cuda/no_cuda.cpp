@@ -11,6 +11,7 @@ const char* kNoCuda = "this mpiddp was built without CUDA (MPIDDP_ENABLE_CUDA=OF
 
 bool built_with_cuda() { return false; }
 bool built_with_nccl() { return false; }
+void prefer_eager_cuda_module_loading() {}
 CudaProbe probe_cuda() { return {0, kNoCuda}; }
 CudaDeviceInfo cuda_device_info(int) { return {}; }
 std::unique_ptr<Device> make_cuda_device(int) { throw InputError(std::string("train.device = cuda: ") + kNoCuda); }

@@ -15,6 +15,8 @@ namespace mpiddp {
 
 bool built_with_cuda() { return true; }
 
+void prefer_eager_cuda_module_loading() { setenv("CUDA_MODULE_LOADING", "EAGER", 0); }  // 0: keep a user's choice
+
 CudaProbe probe_cuda() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

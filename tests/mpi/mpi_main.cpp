@@ -13,6 +13,7 @@
 #include "mpiddp/device/cuda.hpp"
 
 int main(int argc, char** argv) {
+  mpiddp::prefer_eager_cuda_module_loading();  // as mpiddp itself does (device/cuda.hpp)
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

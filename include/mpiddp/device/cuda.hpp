@@ -11,6 +11,14 @@ namespace mpiddp {
 bool built_with_cuda();
 bool built_with_nccl();
 
+// Call first thing in main, before MPI or CUDA start: sets CUDA_MODULE_LOADING=EAGER
+// unless the environment already names a mode. With CUDA's default lazy loading
+// the first launch of each kernel loads its module, which can wait for the
+// device while an NCCL kernel spins waiting for a peer that is itself loading a
+// module; loading everything when the context is created (a second or so, once)
+// removes that wait. A no-op in a build without CUDA.
+void prefer_eager_cuda_module_loading();
+
 // What this process can use. `problem` says why count is 0 (never throws: a
 // failing cudaGetDeviceCount means "no GPU", as train.device = auto needs).
 struct CudaProbe {
