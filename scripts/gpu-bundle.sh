@@ -1,32 +1,80 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine without Debian's MPI/HDF5/Boost stack needs to run
 # scripts/gpu-check.sh: the CUDA build's binaries (mpiddp, gpu_tests, mpi_tests),
-# every non-CUDA shared library they load, Open MPI's runtime (mpirun, orted,
-# components, PMIx) and the Fashion-MNIST files. CUDA itself (cudart, cuBLAS,
-# NCCL) is expected on that machine. Output: gpu-bundle.tar.xz (ignored by git).
-#   usage: scripts/gpu-bundle.sh [BUILD_DIR]      (default: build)
+# every shared library they load except the C library's and CUDA's, Open MPI's
+# runtime (mpirun, orted, components, PMIx) and the Fashion-MNIST files.
+#   usage: scripts/gpu-bundle.sh [BUILD_DIR]             -> gpu-bundle.tar.xz (ignored by git)
+#          scripts/gpu-bundle.sh --dir DIR [BUILD_DIR]   -> the same, unpacked in DIR, no archive
+# BUILD_DIR defaults to build. --dir is the quick form the CI dry-run test uses
+# (tests/integration/test_gpu_check_dry_run.sh); it also takes a CPU-only build.
+# Never carried:
+#  - the C library (every library of Debian's libc6 package: libc, libm,
+#    libresolv, libpthread, ld-linux, libnss_*, ...). They must match the host's
+#    ld.so exactly; libresolv, reached through HDF5 -> curl -> Kerberos, even uses
+#    GLIBC_PRIVATE symbols. The bundle is checked for them at the end.
+#  - CUDA's libraries and the driver's (cudart, cuBLAS, cuBLASLt, NCCL, libcuda):
+#    they come with the GPU machine (gpu-check.sh stops at once if one is missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dir=""
+if [ "${1:-}" = "--dir" ]; then dir=${2:?usage: gpu-bundle.sh --dir DIR [BUILD_DIR]}; shift 2; fi
 build=${1:-build}
-"$build/mpiddp" inspect devices | grep -q "CUDA yes" || { echo "gpu-bundle: $build has no CUDA build" >&2; exit 2; }
-out=gpu-bundle
-rm -rf "$out" gpu-bundle.tar.xz
-mkdir -p "$out/bin" "$out/lib" "$out/data" "$out/ompi"
-cp "$build/mpiddp" "$build/tests/gpu_tests" "$build/tests/mpi_tests" "$out/bin/"
-# Shared libraries, except the C runtime and CUDA's own (those come with the driver/toolkit there).
-for binary in "$out"/bin/* /usr/bin/orterun /usr/bin/orted /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so \
+die() { echo "gpu-bundle: error: $*" >&2; exit 2; }
+[ -x "$build/mpiddp" ] || die "$build/mpiddp not found (build first: cmake -S . -B build && cmake --build build -j2)"
+if ! "$build/mpiddp" inspect devices | grep -q "CUDA yes"; then
+  [ -n "$dir" ] || die "$build has no CUDA build"
+  echo "gpu-bundle: note: $build is a CPU-only build (enough for the dry run only)"
+fi
+out=${dir:-gpu-bundle}
+# Replaces an earlier bundle only, never another folder.
+if [ -n "$(ls -A "$out" 2>/dev/null)" ] && [ ! -e "$out/.gpu-bundle" ]; then die "$out exists and is not a bundle"; fi
+rm -rf "$out"
+[ -n "$dir" ] || rm -f gpu-bundle.tar.xz
+mkdir -p "$out/bin" "$out/lib" "$out/data" "$out/ompi/bin" "$out/ompi/lib/x86_64-linux-gnu"
+touch "$out/.gpu-bundle"
+
+# The C library's files by name: Debian's own list, and the names glibc has
+# used for years in case dpkg is missing.
+libc_names=$(
+  { dpkg -L libc6 2>/dev/null || true; } | sed -n 's|.*/\([^/]*\.so[.0-9]*\)$|\1|p'
+  printf '%s\n' ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libdl.so.2 librt.so.1 libpthread.so.0 \
+    libresolv.so.2 libutil.so.1 libanl.so.1 libnsl.so.1 libBrokenLocale.so.1 libthread_db.so.1 \
+    libc_malloc_debug.so.0 libnss_files.so.2 libnss_dns.so.2 libnss_compat.so.2 libnss_hesiod.so.2
+)
+is_libc() { grep -qxF "$1" <<<"$libc_names"; }
+# CUDA and the driver, wherever they were found here.
+is_cuda() { [[ $1 =~ ^lib(cuda|cudart|cublas|cublasLt|nccl|nvidia-|nvrtc|nvJitLink|cudnn) || $2 == /usr/local/cuda* ]]; }
+
+binaries=("$build/mpiddp")
+for t in gpu_tests mpi_tests; do [ -x "$build/tests/$t" ] && binaries+=("$build/tests/$t"); done
+cp "${binaries[@]}" "$out/bin/"
+ompi_lib=/usr/lib/x86_64-linux-gnu/openmpi
+for binary in "${binaries[@]}" /usr/bin/orterun /usr/bin/orted "$ompi_lib"/lib/openmpi3/*.so \
               /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
   ldd "$binary" | awk '/=> \// {print $3}'
-done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so|libcudart|libcublas|libnccl' \
-  | while read -r lib; do cp -L "$lib" "$out/lib/"; done
-# Open MPI with its Debian layout under a relocatable prefix (OPAL_PREFIX).
-mkdir -p "$out/ompi/bin" "$out/ompi/lib/x86_64-linux-gnu" "$out/ompi/share"
+done | sort -u | while read -r lib; do
+  name=$(basename "$lib")
+  is_libc "$name" || is_cuda "$name" "$lib" || cp -L "$lib" "$out/lib/"
+done
+
+# Open MPI with its Debian layout under a relocatable prefix (OPAL_PREFIX). Its
+# site defaults (/etc/openmpi) stay behind: gpu-check.sh sets them explicitly.
 cp /usr/bin/orterun /usr/bin/orted "$out/ompi/bin/"
 ln -sf orterun "$out/ompi/bin/mpirun"
-cp -a /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 "$out/ompi/lib/x86_64-linux-gnu/"
+cp -a "$ompi_lib" /usr/lib/x86_64-linux-gnu/pmix2 "$out/ompi/lib/x86_64-linux-gnu/"
+rm -rf "$out/ompi/lib/x86_64-linux-gnu/openmpi/include" "$out/ompi/lib/x86_64-linux-gnu/pmix2/include"
+mkdir -p "$out/ompi/share"
 cp -a /usr/share/openmpi "$out/ompi/share/"
-[ -d /usr/share/pmix ] && cp -a /usr/share/pmix "$out/ompi/share/"
+if [ -d /usr/share/pmix ]; then cp -a /usr/share/pmix "$out/ompi/share/"; fi
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/data/"
-tar -cJf gpu-bundle.tar.xz "$out"
+
+# No file of the C library, wherever it hides (a component's own dependencies too).
+while read -r file; do
+  if is_libc "$(basename "$file")"; then die "the bundle holds the C library's $(basename "$file") ($file)"; fi
+done < <(find "$out" -name '*.so*')
+echo "gpu-bundle: $(find "$out/lib" -type f | wc -l) libraries, none of the C library's or CUDA's"
+
+if [ -n "$dir" ]; then echo "gpu-bundle: $dir"; exit 0; fi
+XZ_OPT=${XZ_OPT:--6 -T0} tar -cJf gpu-bundle.tar.xz "$out"
 rm -rf "$out"
 ls -la gpu-bundle.tar.xz
