@@ -3,9 +3,10 @@
 # reason, when `mpiddp inspect devices` finds no usable GPU (exit 77).
 #  - fp32 on the GPU follows the CPU's loss curve (|difference| <= 0.02 at every
 #    logged point of the first epoch; the GEMMs sum in another order)
-#  - bf16 reaches the fp32 test accuracy within 0.5 points (15 epochs)
-#  - two ranks sharing the GPU (dist.backend = mpi) train; without
-#    train.share_device the job is refused with one line
+#  - fp32 and bf16 each reach 0.87 test accuracy (15 epochs)
+#  - two ranks sharing one GPU (dist.backend = mpi) train; without
+#    train.share_device the job is refused with one line (both ranks are shown
+#    the first visible GPU only, however many the machine has)
 #  - NCCL with bf16 buckets trains; resume on the GPU is bit-exact
 source "$(dirname "$0")/lib.sh"
 "$MPIDDP" inspect devices > "$WORK/devices" 2>&1 || true
@@ -31,22 +32,30 @@ print(f"{len(a)} logged points, largest |CPU - GPU| loss difference {worst:.5f}"
 sys.exit(0 if len(a) == len(b) and len(a) > 10 and worst <= 0.02 else 1)
 PY
 
-# bf16 against fp32 over the main job's 15 epochs.
+# fp32 and bf16 over the main job's 15 epochs. bf16 rounds every product, which
+# moves the final accuracy about as much as another seed does (a few tenths of a
+# point either way), so a bound on the gap between two noisy numbers would flake.
+# Each must instead reach a floor of its own: 0.87 is 1.5 points below what the
+# CPU reaches with this input file (test_fmnist_mlp: >= 0.885), far above what a
+# broken kernel or a lost gradient allows (an MLP that learns nothing: 0.10).
 train 1 fp32 --train.device cuda || true
 train 1 bf16 --train.device cuda --train.precision bf16 || true
 a32=$(json_field "$WORK/fp32/summary.json" test_accuracy) || a32=missing
 a16=$(json_field "$WORK/bf16/summary.json" test_accuracy) || a16=missing
-"$PYTHON" -c "import sys; sys.exit(0 if abs($a32 - $a16) <= 0.005 else 1)" \
-  && pass "bf16 accuracy $a16 vs fp32 $a32 (within 0.5 points)" || fail "bf16 accuracy $a16 vs fp32 $a32"
+at_least "$a32" 0.87 && pass "fp32 test accuracy $a32 (>= 0.87)" || fail "fp32 test accuracy $a32 (< 0.87)"
+at_least "$a16" 0.87 && pass "bf16 test accuracy $a16 (>= 0.87; fp32: $a32)" || fail "bf16 test accuracy $a16 (< 0.87)"
 grep -q "gradients over nccl" "$WORK/fp32.log" && pass "one rank on the GPU uses NCCL by default" || fail "backend not nccl"
 
-# Two ranks on one GPU.
-expect_error "two ranks, one GPU, no share_device" 2 "train.share_device" train "$INI" "${DATA[@]}" \
-  --run.dir "$WORK/refused" --train.device cuda --train.epochs 1
-train 2 shared --train.device cuda --train.share_device true --dist.backend mpi --train.epochs 2 && {
+# Two ranks on one GPU: both see only the first visible GPU, so they share it
+# on a machine with several as well.
+one_gpu=${CUDA_VISIBLE_DEVICES:-0}
+one_gpu=${one_gpu%%,*}
+CUDA_VISIBLE_DEVICES=$one_gpu expect_error "two ranks, one GPU, no share_device" 2 "train.share_device" train "$INI" \
+  "${DATA[@]}" --run.dir "$WORK/refused" --train.device cuda --train.epochs 1
+CUDA_VISIBLE_DEVICES=$one_gpu train 2 shared --train.device cuda --train.share_device true --dist.backend mpi \
+  --train.epochs 2 && {
   acc=$(json_field "$WORK/shared/summary.json" test_accuracy) || acc=missing
-  "$PYTHON" -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" \
-    && pass "2 ranks sharing the GPU over host-staged MPI: accuracy $acc" || fail "shared GPU accuracy $acc"; }
+  at_least "$acc" 0.85 && pass "2 ranks sharing the GPU over host-staged MPI: accuracy $acc" || fail "shared GPU accuracy $acc"; }
 
 # bf16 buckets over NCCL, and resume on the GPU.
 train 1 nccl_bf16 --train.device cuda --ddp.allreduce_dtype bf16 --train.epochs 1 \
