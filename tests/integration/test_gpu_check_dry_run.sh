@@ -81,7 +81,7 @@ system=$(grep -h -m1 -E '/usr/lib/x86_64-linux-gnu/(openmpi|pmix2)/|/etc/openmpi
 [ -z "$system" ] && pass "no log mentions the system's Open MPI or PMIx" || fail "the system's files were looked for: $system"
 
 # CUDA's libraries hidden as well: one line, exit 2, at once.
-cudart=$(ldd "$MPIDDP" | awk '/libcudart.so/ {print $3; exit}')
+cudart=$(ldd "$MPIDDP" | awk '/libcudart.so/ {found = $3} END {print found}')
 if [ -n "$cudart" ]; then
   rc=0
   hidden bash -c 'mount -t tmpfs none "$1" && shift && "$@"' _ "$(dirname "$cudart")" \
