@@ -59,11 +59,14 @@ else
   ompi="" lib_path=""
 fi
 [ -x "$bin/mpiddp" ] || die "$bin/mpiddp not found"
-# CUDA's libraries: the toolkit's, or those of PyTorch's wheels (site-packages/nvidia/*/lib).
+# CUDA's libraries: the toolkit's, or those of PyTorch's wheels (site-packages/nvidia/*/lib: cu13/lib holds
+# cudart and cuBLAS, nccl/lib NCCL), as python3 finds them, or in the usual virtual environments.
 cuda_dirs=$(
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && echo "$d"; done
-  python3 -c 'import glob, os, nvidia
-for root in list(nvidia.__path__): print("\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null
+  { python3 -c 'import glob, os, nvidia
+for root in list(nvidia.__path__): print("\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null ||
+    ls -d /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib \
+      2>/dev/null; } | sort -u
 )
 for d in $cuda_dirs; do lib_path=${lib_path:+$lib_path:}$d; done
 mpiddp_ld=$lib_path${host_ld:+:$host_ld}
@@ -100,7 +103,7 @@ chmod +x "$scratch/bin/mpirun"
 MPIDDP=$scratch/bin/mpiddp MPIRUN=$scratch/bin/mpirun
 
 # ---- what the machine has; stop at once when something required is missing ----
-{ echo "gpu-check $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)${dry:+ (DRY RUN: CPU numbers, no GPU)}"
+{ echo "gpu-check $(date -u '+%Y-%m-%d %H:%M UTC') on ${HOSTNAME:-?}${dry:+ (DRY RUN: CPU numbers, no GPU)}"
   echo "binaries: ${bundle:-$bin}"
   gpus=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)
   echo "GPU: ${gpus:-none (nvidia-smi found nothing)}" | head -2; } >> "$table"
@@ -112,8 +115,9 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
 done
 missing=$(awk '/=> not found/ {print $1; exit}' "$logs/ldd.log")
 [ -z "$missing" ] || die "library $missing not found for mpiddp (see $logs/ldd.log)"
-# A library older than the build's lacks some of the functions it calls.
-old=$(env LD_LIBRARY_PATH="$mpiddp_ld" ldd -r "$bin/mpiddp" 2>&1 | grep -m1 -E 'undefined symbol: (cuda|cublas|nccl)')
+# A library older than the build's lacks some of the functions mpiddp itself calls.
+old=$(env LD_LIBRARY_PATH="$mpiddp_ld" ldd -r "$bin/mpiddp" 2>&1 | grep -F "($bin/mpiddp)" |
+  grep -m1 -E 'undefined symbol: (cuda|cublas|nccl)')
 [ -z "$old" ] || die "a CUDA library is older than the one mpiddp was built with: ${old//$'\t'/ }"
 grep -E 'lib(cudart|cublas|cublasLt|nccl)\.so' "$logs/ldd.log" | awk '{print "  " $1 " -> " $3}' >> "$table"
 "$MPIDDP" inspect devices > "$logs/devices.log" 2>&1

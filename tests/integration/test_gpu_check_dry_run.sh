@@ -10,7 +10,8 @@
 #  - the dry run exits 0, every row PASS or SKIP with a reason, matmul_bf16 SKIP
 #    (dry run), the Fashion-MNIST and bench rows PASS, the table printed last
 #  - with CUDA's libraries hidden too, it stops at once with one line naming
-#    libcudart.so.13 (a CUDA build only)
+#    libcudart.so.13, and so it does with an NCCL that lacks functions the build
+#    calls (a CUDA build only)
 source "$(dirname "$0")/lib.sh"
 require_root "mount namespaces"
 require_commands unshare mount dpkg
@@ -89,5 +90,16 @@ if [ -n "$cudart" ]; then
     > "$WORK/nocuda.log" 2>&1 || rc=$?
   [ "$rc" = 2 ] && [ "$(grep -c . "$WORK/nocuda.log")" = 1 ] && grep -q "libcudart.so.13 not found" "$WORK/nocuda.log" &&
     pass "missing CUDA library: $(cut -c1-90 "$WORK/nocuda.log")" || { fail "missing CUDA library: exit $rc"; cat "$WORK/nocuda.log" >&2; }
+  # An NCCL older than the build's: a libnccl.so.2 that lacks the functions mpiddp calls, first on its path.
+  if command -v cc >/dev/null && ldd "$MPIDDP" | grep -q 'libnccl.so.2'; then
+    echo 'int ncclGetUniqueId(void* id) { (void)id; return 0; }' > "$WORK/old_nccl.c"
+    cc -shared -fPIC -Wl,-soname,libnccl.so.2 -o "$WORK/bundle/lib/libnccl.so.2" "$WORK/old_nccl.c"
+    rc=0
+    GPU_CHECK_DRY_RUN=1 GPU_BUNDLE="$WORK/bundle" OUT= "$src/scripts/gpu-check.sh" "$WORK/out3" > "$WORK/oldnccl.log" 2>&1 ||
+      rc=$?
+    rm -f "$WORK/bundle/lib/libnccl.so.2"
+    [ "$rc" = 2 ] && [ "$(grep -c . "$WORK/oldnccl.log")" = 1 ] && grep -q "older than the one" "$WORK/oldnccl.log" &&
+      pass "old NCCL: $(cut -c1-100 "$WORK/oldnccl.log")" || { fail "old NCCL: exit $rc"; cat "$WORK/oldnccl.log" >&2; }
+  fi
 fi
 finish
