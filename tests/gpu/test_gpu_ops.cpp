@@ -186,7 +186,8 @@ TEST_CASE("GPU softmax cross-entropy matches the CPU for narrow and wide rows, t
     std::vector<std::int32_t> labels(n);
     for (int i = 0; i < n; ++i) labels[i] = (i * 13) % c;
     std::vector<float> grad(static_cast<std::size_t>(n) * c);
-    cpu_device().ops<LossOps>().take_loss();
+    cpu_device().ops<LossOps>().take_loss();  // both start from zero sums
+    gpu().ops<LossOps>().take_loss();
     cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c);
     const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
     OnGpu gl(logits), gg(grad.size());
