@@ -141,7 +141,7 @@ run_step() {
   local name=$1 limit=$2; shift 2
   local left=$((deadline - SECONDS - 5)) start=$SECONDS
   secs=0 rc=0
-  if [ "$left" -lt 15 ]; then rc=budget; return 0; fi
+  if [ "$left" -lt 15 ]; then rc=budget; echo "gpu-check: not started: the time budget is spent" > "$logs/$name.log"; return 0; fi
   [ "$limit" -le "$left" ] || limit=$left
   timeout -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1 || rc=$?
   secs=$((SECONDS - start))
@@ -226,7 +226,7 @@ if [ -n "$dry" ]; then floor=0.75 short=(--train.epochs 1); fi
 # fmnist NAME RANKS BACKEND args...: a run, its accuracy against the floor, and the backend it used.
 fmnist() {
   local name=$1 ranks=$2 backend=$3; shift 3
-  [ -d "$data/train" ] || { secs=0; row "$name" SKIP "no shards (prepare_fmnist failed)"; return; }
+  [ -d "$data/train" ] || { secs=0; row "$name" SKIP "no shards (prepare_fmnist did not pass)"; return; }
   run_step "$name" 120 "$MPIRUN" -n "$ranks" "$MPIDDP" train inputs/fmnist_mlp.ini --data.train "$data/train" \
     --data.test "$data/test" --run.dir "$scratch/$name" --train.device $dev --dist.backend "$backend" \
     "${short[@]}" "$@"
@@ -262,7 +262,7 @@ for tool in memcheck racecheck; do
   name=sanitizer_$tool secs=0
   if [ -z "$sanitizer" ]; then row "$name" SKIP "compute-sanitizer not found"; continue; fi
   if [ -n "$dry" ]; then row "$name" SKIP "dry run: needs a GPU ($sanitizer found)"; continue; fi
-  if [ ! -d "$data/train" ]; then row "$name" SKIP "no shards (prepare_fmnist failed)"; continue; fi
+  if [ ! -d "$data/train" ]; then row "$name" SKIP "no shards (prepare_fmnist did not pass)"; continue; fi
   # Lazy loading here: only the kernels the run uses are instrumented (eager would patch all of cuBLAS's).
   # The MPI backend: NCCL's spinning kernels are not what this checks.
   run_step "$name" 120 "$MPIRUN" -n 1 env CUDA_MODULE_LOADING=LAZY "$sanitizer" --tool $tool \
