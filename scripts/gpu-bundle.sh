@@ -5,7 +5,8 @@
 # runtime (mpirun, orted, components, PMIx) and the Fashion-MNIST files.
 #   usage: scripts/gpu-bundle.sh [BUILD_DIR]             -> gpu-bundle.tar.xz (ignored by git)
 #          scripts/gpu-bundle.sh --dir DIR [BUILD_DIR]   -> the same, unpacked in DIR, no archive
-# BUILD_DIR defaults to build. --dir is the quick form the CI dry-run test uses
+# BUILD_DIR defaults to the repository's build; DIR and BUILD_DIR are relative to
+# where it is called. --dir is the quick form the CI dry-run test uses
 # (tests/integration/test_gpu_check_dry_run.sh); it also takes a CPU-only build.
 # Never carried:
 #  - the C library (every library of Debian's libc6 package: libc, libm,
@@ -15,10 +16,10 @@
 #  - CUDA's libraries and the driver's (cudart, cuBLAS, cuBLASLt, NCCL, libcuda):
 #    they come with the GPU machine (gpu-check.sh stops at once if one is missing).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 dir=""
-if [ "${1:-}" = "--dir" ]; then dir=${2:?usage: gpu-bundle.sh --dir DIR [BUILD_DIR]}; shift 2; fi
-build=${1:-build}
+if [ "${1:-}" = "--dir" ]; then dir=$(realpath -m "${2:?usage: gpu-bundle.sh --dir DIR [BUILD_DIR]}"); shift 2; fi
+build=$(realpath -m "${1:-$(dirname "$0")/../build}")
+cd "$(dirname "$0")/.."
 die() { echo "gpu-bundle: error: $*" >&2; exit 2; }
 [ -x "$build/mpiddp" ] || die "$build/mpiddp not found (build first: cmake -S . -B build && cmake --build build -j2)"
 if ! "$build/mpiddp" inspect devices | grep -q "CUDA yes"; then
