@@ -18,7 +18,7 @@ std::uint64_t digest_of(const std::string& text) {
 
 // What rank 0 starts with, as one text: the resolved input file and how to start.
 std::string settings_text(const Config& config, const std::string& resume) {
-  return config.resolved_ini + "\n[command line]\nresume = " + resume + "\n";
+  return config.resolved_ini + "\n[command-line]\nresume = " + resume + "\n";
 }
 
 std::string first_difference(const std::string& root_text, const std::string& text, int rank) {
