@@ -77,6 +77,7 @@ echo "=== Fashion-MNIST MLP on the GPU ==="
 data=(--data.train "$out/fmnist/train" --data.test "$out/fmnist/test")
 fmnist() {  # fmnist NAME RANKS args...
   local name=$1 ranks=$2; shift 2
+  rm -rf "${out:?}/$name"   # a re-check replaces its own earlier run (a fresh start refuses a used run.dir)
   step "$name" 200 mpirun -n "$ranks" "$MPIDDP" train inputs/fmnist_mlp.ini "${data[@]}" --run.dir "$out/$name" "$@" &&
     python3 - "$out/$name/summary.json" "$name" <<'PY' | tee -a "$summary"
 import json, sys
