@@ -70,4 +70,17 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
                      "choose another run.dir");
 }
 
+void check_resume_into(const std::string& dir, const CheckpointDirectory& checkpoints, const std::string& path) {
+  if (outputs_in(dir).empty() || !fs::exists(status_of(path))) return;  // nothing to mix, or read errors say why
+  std::error_code ec;
+  if (fs::equivalent(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path(), checkpoints.dir(), ec))
+    return;  // one of the run's own checkpoints (going back to an earlier one)
+  const std::string id = checkpoint_run_id(path);
+  if (!id.empty())
+    for (const std::string& file : checkpoints.complete_checkpoints())
+      if (checkpoint_run_id(file) == id) return;
+  throw IncompatibleCheckpoint("run.dir " + dir + " holds another run than " + path +
+                               " (no checkpoint of its run there); resume into a new run.dir");
+}
+
 }  // namespace mpiddp

@@ -101,7 +101,9 @@ void TrainingSession::build_model() {
 void TrainingSession::restore(const std::string& resume) {
   state = fresh_training_state(config, comm.size(), train_data->size());
   agree_or_fail(comm, [&] {
-    if (root) check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
+    if (!root) return;
+    check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
+    if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
   });
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
   if (resumed) {

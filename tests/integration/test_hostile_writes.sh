@@ -134,6 +134,15 @@ same_parameters "$(ckpt "$WORK/a/checkpoints" 20)" "$(ckpt "$WORK/neg/checkpoint
 
 # ---- 4. retention deletes only this run's complete checkpoints ----
 train2 --run.dir "$WORK/b" --train.seed 5 >/dev/null 2>&1 || fail "run b"
+# --resume PATH into a run.dir of another run would cut its metrics back to PATH's step.
+snapshot "$WORK/b" > "$WORK/b.snap"
+expect_error resume-into-other-run 2 "run.dir $WORK/b holds another run than $good" \
+  "${T[@]}" --run.dir "$WORK/b" --resume "$good" --train.seed 0
+unchanged resume-into-other-run "$WORK/b" "$WORK/b.snap"
+cp -r "$WORK/a" "$WORK/back" && cp "$good" "$WORK/step14.h5"
+train2 --run.dir "$WORK/back" --resume "$WORK/step14.h5" > "$WORK/back.log" 2>&1 \
+  && grep -q "resuming from $WORK/step14.h5" "$WORK/back.log" \
+  && pass "--resume PATH with a copy of the run's own checkpoint goes back in that run" || fail "going back: exit $?"
 train2 --run.dir "$WORK/keep" --checkpoint.keep 2 >/dev/null 2>&1 || fail "keep run"
 foreign=$WORK/keep/checkpoints
 echo "not HDF5" > "$(ckpt "$foreign" 3)"                       # older than the run's checkpoints
