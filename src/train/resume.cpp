@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/process_group.hpp"
@@ -73,6 +74,24 @@ void check_position(const std::string& path, const TrainingState& then, const Co
                     "but global step " + std::to_string(then.global_step) + " has consumed " + std::to_string(micro));
 }
 
+// --resume auto's candidates, newest first: the complete checkpoints of the run
+// that `latest` names (retention keeps and counts the same ones); every complete
+// checkpoint where `latest` names no readable checkpoint with a run id.
+std::vector<std::string> runs_checkpoints(const CheckpointDirectory& directory) {
+  std::vector<std::string> all = directory.complete_checkpoints();
+  std::string latest_name;
+  std::ifstream(directory.dir() + "/latest") >> latest_name;
+  const std::string run = latest_name.empty() ? "" : checkpoint_run_id(directory.dir() + "/" + latest_name);
+  if (run.empty()) return all;
+  std::vector<std::string> ours;
+  for (const std::string& path : all) {
+    if (checkpoint_run_id(path) == run) ours.push_back(path);
+    else std::fprintf(stderr, "mpiddp: warning: skipping %s: not a checkpoint of the run that %s/latest names\n",
+                      path.c_str(), directory.dir().c_str());
+  }
+  return ours;
+}
+
 // Rank 0's choice and contents, read under agree_or_fail so that a bad file ends
 // every rank with rank 0's message.
 std::optional<TrainingState> load_on_root(const std::string& resume, const CheckpointDirectory& directory,
@@ -80,7 +99,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
                                           Optimizer& optimizer, int world) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
-    candidates = directory.complete_checkpoints();
+    candidates = runs_checkpoints(directory);
     if (candidates.empty()) {
       std::printf("resume auto: no checkpoint in %s, starting from the beginning\n", directory.dir().c_str());
       return std::nullopt;

@@ -164,6 +164,17 @@ own=$(cd "$foreign" && ls ckpt-step-*.h5 | grep -v -e 000000003 -e 000000004 | t
   || fail "kept: $own"
 [ -f "$foreign/$(cat "$foreign/latest")" ] && pass "latest names an existing file" || fail "latest dangles"
 
+# Another run's checkpoint, sound and newer, among this run's: resume auto keeps to
+# the run that `latest` names instead of continuing the other one here.
+train2 --run.dir "$WORK/mine" --train.epochs 1 >/dev/null 2>&1 || fail "run mine"
+cp "$(ckpt "$WORK/a/checkpoints" 20)" "$WORK/mine/checkpoints/"
+train2 --run.dir "$WORK/mine" --resume auto > "$WORK/mine.log" 2>&1 || fail "resume mine: exit $?"
+grep -q "warning: skipping .*ckpt-step-000000020.h5: not a checkpoint of the run that .*latest names" "$WORK/mine.log" \
+  && grep -q "resuming from .*mine/checkpoints/ckpt-step-000000010.h5" "$WORK/mine.log" \
+  && pass "resume auto passes over another run's newer checkpoint" || { fail "resume auto took another run's"; grep -i resum "$WORK/mine.log" >&2; }
+[ -f "$WORK/mine/checkpoints/ckpt-step-000000020.h5.not-this-run" ] && pass "which is then kept aside, not overwritten" \
+  || fail "the other run's checkpoint is gone"
+
 # ---- 5 and 6. shard conversions ----
 make_blobs_csv "$WORK/blobs.csv" 5000 3
 sed '4500s/,[0-9]*$/,0.5/' "$WORK/blobs.csv" > "$WORK/badlabel.csv"
