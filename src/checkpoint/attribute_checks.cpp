@@ -36,7 +36,6 @@ void check_attributes(const TrainingState& s, const std::string& path) {
   at_least(path, "epoch", s.epoch, 0);
   at_least(path, "step_in_epoch", s.step_in_epoch, 0);
   at_least(path, "global_step", s.global_step, 0);
-  at_least(path, "micro_batches", static_cast<std::int64_t>(s.micro_batches), 0);
   at_least(path, "world_size", s.world_size, 1);
   at_least(path, "dataset_size", s.dataset_size, 1);
   at_least(path, "batch_size", s.batch_size, 1);
