@@ -4,38 +4,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
+#include <set>
 
+#include "attribute_checks.hpp"
+#include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
 #include "format3.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace mpiddp {
 namespace {
-
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw RuntimeError(path + ": cannot open for fsync (" + std::strerror(errno) + ")");
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0) throw RuntimeError(path + ": fsync failed (" + std::strerror(saved) + ")");
-}
-
-std::string parent_of(const std::string& path) {
-  const auto parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
-void publish(const std::string& temp, const std::string& final_path) {
-  fsync_path(temp, false);
-  if (std::rename(temp.c_str(), final_path.c_str()) != 0)
-    throw RuntimeError(final_path + ": rename failed (" + std::strerror(errno) + ")");
-  fsync_path(parent_of(final_path), true);
-}
 
 void write_array(hid_t group, const std::string& name, const float* data, const std::vector<std::size_t>& shape,
                  const std::string& path) {
@@ -58,10 +42,25 @@ h5::Handle make_group(hid_t parent, const char* name, const std::string& path) {
                     H5Gclose);
 }
 
+// Names must match both ways: an array the model lacks would be dropped silently.
+void refuse_unknown_members(hid_t file, const std::string& group, const std::set<std::string>& known,
+                            const std::string& path, const std::string& what) {
+  h5::Handle g(H5Gopen2(file, group.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g) throw InputError(path + ": '" + group + "' is not a group (damaged?)");
+  for (const std::string& name : h5::link_names(g.get(), path))
+    if (!known.count(name))
+      throw InputError(path + ": '" + (group == "/" ? "" : group + "/") + name + "' is not " + what +
+                       " (a checkpoint of another model?)");
+}
+
 // Reads group/<param name> for every parameter into `out` (same layout as the
-// flat buffers), checking names and element counts.
+// flat buffers), checking names both ways and shapes.
 void read_arrays(hid_t file, const std::string& group, const ParameterStore& params, std::vector<float>& out,
                  const std::string& path) {
+  std::set<std::string> names;
+  for (const auto& p : params.list()) names.insert(p.name);
+  if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0)
+    refuse_unknown_members(file, group, names, path, "a parameter of this model");
   out.assign(params.total(), 0.0f);
   for (const auto& p : params.list()) {
     const std::string name = group + "/" + p.name;
@@ -116,6 +115,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_int_attribute(f, "skipped_steps", state.skipped_steps);
     h5::write_double_attribute(f, "log_window_loss", state.log_window_loss);
     h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
+    if (!state.run_id.empty()) h5::write_string_attribute(f, "run_id", state.run_id);
 
     h5::Handle param_group = make_group(f, "params", path);
     for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.host_values() + p.offset, p.shape, path);
@@ -142,7 +142,71 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
   publish(temp, path);
 }
 
-TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer) {
+namespace {
+
+// 0 or 1, as written; anything else is not a flag this program wrote.
+bool read_flag(hid_t f, const char* name, const std::string& path) {
+  const std::int64_t value = h5::read_int_attribute(f, name, path);
+  if (value != 0 && value != 1)
+    throw InputError(path + ": attribute '" + name + "' is " + std::to_string(value) +
+                     ", must be 0 or 1 (damaged or edited checkpoint)");
+  return value == 1;
+}
+
+TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& path) {
+  TrainingState state;
+  state.epoch = h5::read_int_attribute(f, "epoch", path);
+  state.step_in_epoch = h5::read_int_attribute(f, "step_in_epoch", path);
+  state.global_step = h5::read_int_attribute(f, "global_step", path);
+  const std::int64_t micro_batches = h5::read_int_attribute(f, "micro_batches", path);
+  if (micro_batches < 0)
+    throw InputError(path + ": attribute 'micro_batches' is " + std::to_string(micro_batches) +
+                     ", must be at least 0 (damaged or edited checkpoint)");
+  state.micro_batches = static_cast<std::uint64_t>(micro_batches);
+  state.world_size = h5::read_int_attribute(f, "world_size", path);
+  state.seed = static_cast<std::uint64_t>(h5::read_int_attribute(f, "seed", path));
+  state.config_ini = h5::read_string_attribute(f, "config", path);
+  state.dataset_size = h5::read_int_attribute(f, "dataset_size", path);
+  if (format == 3) {
+    read_format3_sample_order(state, path);
+  } else {
+    state.batch_size = h5::read_int_attribute(f, "batch_size", path);
+    state.accumulate = h5::read_int_attribute(f, "accumulate", path);
+    state.shuffle = read_flag(f, "shuffle", path);
+    state.drop_last = read_flag(f, "drop_last", path);
+  }
+  state.skipped_steps = h5::read_int_attribute(f, "skipped_steps", path);
+  state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
+  state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
+  if (h5::has_attribute(f, "run_id")) state.run_id = h5::read_string_attribute(f, "run_id", path);
+  return state;
+}
+
+}  // namespace
+
+std::string new_run_id() {
+  std::random_device device;
+  const std::uint64_t bits = (std::uint64_t{device()} << 32) ^ device() ^
+                             static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+std::string checkpoint_run_id(const std::string& path) {
+  h5::silence_errors();
+  std::lock_guard<std::mutex> hdf5(h5::library_mutex());
+  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file || !h5::has_attribute(file.get(), "format_version") || !h5::has_attribute(file.get(), "run_id")) return "";
+  try {
+    return h5::read_string_attribute(file.get(), "run_id", path);
+  } catch (const InputError&) {
+    return "";
+  }
+}
+
+TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
+                              const AcceptCheckpoint& accept) {
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read checkpoint (" + std::strerror(errno) + ")");
@@ -155,37 +219,27 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
     throw InputError(path + ": checkpoint format version " + std::to_string(format) + " is not supported (this mpiddp " +
                      MPIDDP_VERSION + " reads versions " + std::to_string(kOldestCheckpointFormat) + " to " +
                      std::to_string(kCheckpointFormat) + ")");
-  TrainingState state;
-  state.epoch = h5::read_int_attribute(f, "epoch", path);
-  state.step_in_epoch = h5::read_int_attribute(f, "step_in_epoch", path);
-  state.global_step = h5::read_int_attribute(f, "global_step", path);
-  state.micro_batches = static_cast<std::uint64_t>(h5::read_int_attribute(f, "micro_batches", path));
-  state.world_size = h5::read_int_attribute(f, "world_size", path);
-  state.seed = static_cast<std::uint64_t>(h5::read_int_attribute(f, "seed", path));
-  state.config_ini = h5::read_string_attribute(f, "config", path);
-  state.dataset_size = h5::read_int_attribute(f, "dataset_size", path);
-  if (format == 3) {
-    read_format3_sample_order(state, path);
-  } else {
-    state.batch_size = h5::read_int_attribute(f, "batch_size", path);
-    state.accumulate = h5::read_int_attribute(f, "accumulate", path);
-    state.shuffle = h5::read_int_attribute(f, "shuffle", path) != 0;
-    state.drop_last = h5::read_int_attribute(f, "drop_last", path) != 0;
-  }
-  state.skipped_steps = h5::read_int_attribute(f, "skipped_steps", path);
-  state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
-  state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
-
-  // Stage everything, then commit: a failure leaves the model untouched.
-  std::vector<float> values;
-  read_arrays(f, "params", params, values, path);
+  TrainingState state = read_attributes(f, format, path);
   h5::Handle optim_group(H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose);
   if (!optim_group) throw InputError(path + ": no optimizer state");
   const std::string name = h5::read_string_attribute(optim_group.get(), "name", path);
   if (parse_choice<OptimizerKind>(name) != optimizer.kind())
     throw InputError(path + ": optimizer state is " + name + " but optim.name is " + optimizer.name());
-  const std::int64_t steps = h5::read_int_attribute(optim_group.get(), "step", path);
+  state.optimizer_steps = h5::read_int_attribute(optim_group.get(), "step", path);
+  check_attributes(state, path);
+  if (accept) accept(state);
+  check_counters(state, path);
+
+  // Only the model's and the optimizer's arrays, nothing more and nothing less.
+  refuse_unknown_members(f, "/", {"params", "optimizer"}, path, "part of a checkpoint");
   auto buffers = optimizer.state();
+  std::set<std::string> state_names;
+  for (const auto& buffer : buffers) state_names.insert(buffer.name);
+  refuse_unknown_members(f, "optimizer", state_names, path, "state of " + optimizer.name());
+
+  // Stage everything, then commit: a failure leaves the model untouched.
+  std::vector<float> values;
+  read_arrays(f, "params", params, values, path);
   std::vector<std::vector<float>> staged(buffers.size());
   std::vector<bool> present(buffers.size(), false);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -201,67 +255,8 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
     else buffers[i].values->host().clear();
     buffers[i].values->push();
   }
-  optimizer.set_steps_taken(steps);
+  optimizer.set_steps_taken(state.optimizer_steps);
   return state;
-}
-
-// ---- the directory of a run's checkpoints ----
-
-CheckpointDirectory::CheckpointDirectory(std::string dir, int keep, int keep_every_epochs)
-    : dir_(std::move(dir)), keep_(keep), keep_every_epochs_(keep_every_epochs) {}
-
-std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
-                                      bool epoch_boundary) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw InputError(dir_ + ": cannot create checkpoint directory (" + ec.message() + ")");
-  char name[64];
-  std::snprintf(name, sizeof(name), "ckpt-step-%09lld.h5", static_cast<long long>(state.global_step));
-  const std::string path = dir_ + "/" + name;
-  write_checkpoint(path, params, optimizer, state);
-
-  // `latest` names the newest complete checkpoint; it is replaced atomically too.
-  const std::string latest = dir_ + "/latest", temp = latest + ".tmp";
-  std::FILE* out = std::fopen(temp.c_str(), "w");
-  if (!out) throw RuntimeError(temp + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fprintf(out, "%s\n", name) > 0;
-  if (std::fclose(out) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");
-  publish(temp, latest);
-
-  // Permanent keepers are hard links: no copy, and pruning the original keeps them.
-  if (epoch_boundary && keep_every_epochs_ > 0 && state.epoch % keep_every_epochs_ == 0) {
-    char keeper[64];
-    std::snprintf(keeper, sizeof(keeper), "keep-epoch-%04lld.h5", static_cast<long long>(state.epoch));
-    const std::string keeper_path = dir_ + "/" + keeper;
-    std::filesystem::remove(keeper_path, ec);
-    std::filesystem::create_hard_link(path, keeper_path, ec);
-    if (ec) throw RuntimeError(keeper_path + ": cannot create (" + ec.message() + ")");
-  }
-  if (keep_ > 0) {
-    const auto all = complete_checkpoints();
-    for (std::size_t i = static_cast<std::size_t>(keep_); i < all.size(); ++i) std::filesystem::remove(all[i], ec);
-  }
-  return path;
-}
-
-void CheckpointDirectory::remove_stale_temporaries() const {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() > 4 && name.substr(name.size() - 4) == ".tmp") std::filesystem::remove(entry.path(), ec);
-  }
-}
-
-std::vector<std::string> CheckpointDirectory::complete_checkpoints() const {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-step-", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".h5")
-      found.push_back(entry.path().string());
-  }
-  std::sort(found.rbegin(), found.rend());  // zero-padded step numbers: newest first
-  return found;
 }
 
 }  // namespace mpiddp

@@ -1,32 +1,12 @@
 #include "format3.hpp"
 
-#include <map>
-#include <sstream>
-
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace mpiddp {
-namespace {
-
-// "section.key" -> value of an INI text as load_config writes it.
-std::map<std::string, std::string> ini_values(const std::string& text) {
-  std::map<std::string, std::string> values;
-  std::istringstream in(text);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.front() == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
-      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-    }
-  }
-  return values;
-}
-
-}  // namespace
 
 void read_format3_sample_order(TrainingState& state, const std::string& path) {
-  const auto values = ini_values(state.config_ini);
+  const auto values = resolved_values(state.config_ini);
   auto text_of = [&](const char* key) {
     const auto found = values.find(key);
     if (found == values.end()) throw InputError(path + ": its stored input file has no " + key + " (damaged?)");

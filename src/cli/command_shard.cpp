@@ -30,6 +30,7 @@ int command_shard(const std::vector<std::string>& args) {
       ("prefix", po::value(&prefix)->default_value(prefix), "shard file name prefix");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
+  check_shard_output_dir(out);  // before reading any input: refused without work
   std::unique_ptr<RowSource> source;
   if (format == "idx") {
     if (images.empty() || labels.empty()) throw InputError("--format idx needs --images and --labels");

@@ -64,6 +64,8 @@ int inspect_checkpoint(const std::string& path) {
   for (const char* key : {"format_version", "epoch", "step_in_epoch", "global_step", "world_size", "seed"})
     if (h5::has_attribute(file.get(), key))
       std::printf("%s = %lld\n", key, static_cast<long long>(h5::read_int_attribute(file.get(), key, path)));
+  if (h5::has_attribute(file.get(), "run_id"))  // which run it belongs to (retention counts only that run's)
+    std::printf("run_id = %s\n", h5::read_string_attribute(file.get(), "run_id", path).c_str());
   std::map<std::string, ArraySummary> arrays;  // sorted by name: stable output
   if (MPIDDP_H5OVISIT(file.get(), collect, &arrays) < 0)
     throw InputError(path + ": cannot read its arrays (damaged?)");

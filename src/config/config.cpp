@@ -265,4 +265,18 @@ std::string config_reference() {
   return out.str();
 }
 
+std::map<std::string, std::string> resolved_values(const std::string& resolved_ini) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(resolved_ini);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
+      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+    }
+  }
+  return values;
+}
+
 }  // namespace mpiddp

@@ -69,6 +69,7 @@ ShardedDataset::ShardedDataset(const std::string& spec, const std::string& featu
     size_ += shard.rows;
     shards_.push_back(std::move(shard));
   }
+  check_shard_set(spec, shards_);
   if (size_ == 0) throw InputError(spec + ": data set is empty (0 samples in " + std::to_string(shards_.size()) + " shard(s))");
 }
 

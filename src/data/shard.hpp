@@ -3,6 +3,7 @@
 // HDF5 handles, and hdf5.h stays out of the public headers).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/hdf5_util.hpp"
 
@@ -27,5 +28,13 @@ struct Shard {
   Shard& operator=(Shard&&) = delete;
   ~Shard();
 };
+
+// Shards written by `mpiddp shard` say which part of which conversion they are
+// (shard_index, shard_count, first_row, total_rows; sample_shape on features).
+// Those of one data set must agree: one conversion, each index once, each shard
+// the rows its index stands for, and for a directory every shard present, so that
+// old shards left beside new ones are never read as one set. Files without these
+// attributes (other tools) are taken as they are. Throws InputError naming `spec`.
+void check_shard_set(const std::string& spec, const std::vector<Shard>& shards);
 
 }  // namespace mpiddp

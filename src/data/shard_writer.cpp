@@ -41,16 +41,25 @@ void write_rows(hid_t dataset, hid_t mem_type, const void* data, hsize_t first, 
 
 }  // namespace
 
-ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix) {
-  h5::silence_errors();
-  if (shards < 1) throw InputError("--shards must be at least 1");
-  const std::int64_t total = source.rows();
-  if (total == 0) throw InputError("the source holds no rows");
-  if (shards > total) shards = static_cast<int>(total);
+void check_shard_output_dir(const std::string& out_dir) {
   std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw InputError(out_dir + ": cannot create directory (" + ec.message() + ")");
+  const auto status = std::filesystem::status(out_dir, ec);
+  if (!std::filesystem::exists(status)) return;
+  if (!std::filesystem::is_directory(status)) throw InputError(out_dir + ": exists and is not a directory");
+  std::filesystem::directory_iterator entries(out_dir, ec);
+  if (ec) throw InputError(out_dir + ": cannot read directory (" + ec.message() + ")");
+  if (entries != std::filesystem::directory_iterator())
+    throw InputError(out_dir + ": output directory is not empty (it holds " + entries->path().filename().string() +
+                     "); shards of two conversions would be read as one data set: choose a new or empty directory");
+}
 
+namespace {
+
+// Writes every shard as NAME.tmp, then renames them all into place; `written`
+// collects every file made, so a failure can remove them.
+ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
+                     std::vector<std::string>& written) {
+  const std::int64_t total = source.rows();
   const std::size_t dim = source.feature_dim(), tdim = source.target_dim();
   const bool u8 = source.uint8_features(), classes = source.class_labels();
   ShardSummary summary;
@@ -65,6 +74,7 @@ ShardSummary write_shards(RowSource& source, const std::string& out_dir, int sha
     const hsize_t rows = static_cast<hsize_t>(last - first);
     const std::string path = out_dir + "/" + shard_name(prefix, s, shards);
     const std::string temp = path + ".tmp";
+    written.push_back(temp);
     h5::Handle file(h5::check_id<RuntimeError>(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
                                                temp + ": cannot create shard"),
                     H5Fclose);
@@ -109,9 +119,35 @@ ShardSummary write_shards(RowSource& source, const std::string& out_dir, int sha
     }
     if (std::rename(temp_files[s].c_str(), summary.files[s].c_str()) != 0)
       throw RuntimeError(summary.files[s] + ": rename failed (" + std::strerror(errno) + ")");
+    written.push_back(summary.files[s]);
   }
   summary.rows = total;
   return summary;
+}
+
+}  // namespace
+
+ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix) {
+  h5::silence_errors();
+  if (shards < 1) throw InputError("--shards must be at least 1");
+  const std::int64_t total = source.rows();
+  if (total == 0) throw InputError("the source holds no rows");
+  if (shards > total) shards = static_cast<int>(total);
+  check_shard_output_dir(out_dir);
+  std::error_code ec;
+  const bool created = !std::filesystem::exists(out_dir, ec);
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw InputError(out_dir + ": cannot create directory (" + ec.message() + ")");
+  std::vector<std::string> written;
+  try {
+    return convert(source, out_dir, shards, prefix, written);
+  } catch (...) {
+    // A failed conversion leaves nothing new: no partial shard, no .tmp file,
+    // and no directory it created.
+    for (const auto& file : written) std::filesystem::remove(file, ec);
+    if (created) std::filesystem::remove(out_dir, ec);
+    throw;
+  }
 }
 
 }  // namespace mpiddp

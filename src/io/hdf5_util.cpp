@@ -19,6 +19,21 @@ std::mutex& library_mutex() {
 
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
 
+std::vector<std::string> link_names(hid_t group, const std::string& where) {
+  H5G_info_t info{};
+  check<InputError>(H5Gget_info(group, &info), where + ": cannot list a group (damaged?)");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (size < 0) throw InputError(where + ": cannot read a member name (damaged?)");
+    std::string name(static_cast<std::size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<std::size_t>(size));
+    names.push_back(name);
+  }
+  return names;
+}
+
 namespace {
 template <class T>
 T read_scalar(hid_t object, const char* name, hid_t type, const std::string& where) {

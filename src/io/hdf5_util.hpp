@@ -63,6 +63,8 @@ void check(herr_t rc, const std::string& what) {
 }
 
 bool has_attribute(hid_t object, const char* name);
+// The names of a group's members (links), in name order.
+std::vector<std::string> link_names(hid_t group, const std::string& where);
 double read_double_attribute(hid_t object, const char* name, const std::string& where);
 std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where);
 std::vector<std::int64_t> read_int_array_attribute(hid_t object, const char* name, const std::string& where);

@@ -1,9 +1,13 @@
 #include "mpiddp/train/resume.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/train/session.hpp"
 
 namespace mpiddp {
 namespace {
@@ -29,6 +33,65 @@ void check_same_sample_order(const std::string& path, const TrainingState& then,
   require_same("data.drop_last", then.drop_last, now.drop_last);
 }
 
+[[noreturn]] void refuse_position(const std::string& path, const char* attribute, std::int64_t value,
+                                  const std::string& rule) {
+  throw InputError(path + ": attribute '" + attribute + "' is " + std::to_string(value) + ", " + rule +
+                   " (damaged or edited checkpoint)");
+}
+
+// The position must be one this run's step plan can reach: a step number out of
+// it would train on other samples, and save over other checkpoints' names.
+void check_position(const std::string& path, const TrainingState& then, const Config& config, int world) {
+  const StepPlan plan = plan_steps(config, then.dataset_size, world);
+  const std::int64_t per_epoch = plan.steps_per_epoch;
+  if (then.step_in_epoch > per_epoch)
+    refuse_position(path, "step_in_epoch", then.step_in_epoch,
+                    "beyond the " + std::to_string(per_epoch) + " steps of an epoch");
+  // epoch x steps per epoch + step_in_epoch, checked for overflow (absurd epochs).
+  const bool consistent = then.epoch <= (INT64_MAX - then.step_in_epoch) / per_epoch &&
+                          then.epoch * per_epoch + then.step_in_epoch == then.global_step;
+  if (!consistent && then.epoch > config.train.epochs)
+    refuse_position(path, "epoch", then.epoch,
+                    "but global step " + std::to_string(then.global_step) + " is in epoch " +
+                        std::to_string(then.global_step / per_epoch));
+  if (!consistent)
+    refuse_position(path, "global_step", then.global_step,
+                    "but epoch " + std::to_string(then.epoch) + " step " + std::to_string(then.step_in_epoch) +
+                        " is global step " + std::to_string(then.epoch * per_epoch + then.step_in_epoch));
+  // A sound checkpoint this job's settings end before.
+  if (then.epoch > config.train.epochs)
+    throw IncompatibleCheckpoint(path + ": written at epoch " + std::to_string(then.epoch) + ", beyond train.epochs " +
+                                 std::to_string(config.train.epochs) + " of this job; raise train.epochs to continue it");
+  if (then.global_step > plan.total_steps)
+    throw IncompatibleCheckpoint(path + ": written at global step " + std::to_string(then.global_step) +
+                                 ", past the last step " + std::to_string(plan.total_steps) +
+                                 " of this job; raise train.max_steps to continue it");
+  // Every step takes `accumulate` micro-batches, the last of an epoch what is left.
+  const std::int64_t micro = then.epoch * plan.batches_per_epoch +
+                             std::min(then.step_in_epoch * config.train.accumulate, plan.batches_per_epoch);
+  if (static_cast<std::int64_t>(then.micro_batches) != micro)
+    refuse_position(path, "micro_batches", static_cast<std::int64_t>(then.micro_batches),
+                    "but global step " + std::to_string(then.global_step) + " has consumed " + std::to_string(micro));
+}
+
+// --resume auto's candidates, newest first: the complete checkpoints of the run
+// that `latest` names (retention keeps and counts the same ones); every complete
+// checkpoint where `latest` names no readable checkpoint with a run id.
+std::vector<std::string> runs_checkpoints(const CheckpointDirectory& directory) {
+  std::vector<std::string> all = directory.complete_checkpoints();
+  std::string latest_name;
+  std::ifstream(directory.dir() + "/latest") >> latest_name;
+  const std::string run = latest_name.empty() ? "" : checkpoint_run_id(directory.dir() + "/" + latest_name);
+  if (run.empty()) return all;
+  std::vector<std::string> ours;
+  for (const std::string& path : all) {
+    if (checkpoint_run_id(path) == run) ours.push_back(path);
+    else std::fprintf(stderr, "mpiddp: warning: skipping %s: not a checkpoint of the run that %s/latest names\n",
+                      path.c_str(), directory.dir().c_str());
+  }
+  return ours;
+}
+
 // Rank 0's choice and contents, read under agree_or_fail so that a bad file ends
 // every rank with rank 0's message.
 std::optional<TrainingState> load_on_root(const std::string& resume, const CheckpointDirectory& directory,
@@ -36,7 +99,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
                                           Optimizer& optimizer, int world) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
-    candidates = directory.complete_checkpoints();
+    candidates = runs_checkpoints(directory);
     if (candidates.empty()) {
       std::printf("resume auto: no checkpoint in %s, starting from the beginning\n", directory.dir().c_str());
       return std::nullopt;
@@ -46,8 +109,12 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
   }
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     try {
-      TrainingState state = read_checkpoint(candidates[i], params, optimizer);
-      check_same_sample_order(candidates[i], state, fresh_training_state(config, world, dataset_size));
+      // Checked before any array is loaded.
+      const auto accept = [&](const TrainingState& then) {
+        check_same_sample_order(candidates[i], then, fresh_training_state(config, world, dataset_size));
+        check_position(candidates[i], then, config, world);
+      };
+      TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept);
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),
                   static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch),
                   static_cast<long long>(state.global_step));

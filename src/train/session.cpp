@@ -9,6 +9,8 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/train/resume.hpp"
+#include "mpiddp/train/run_directory.hpp"
+#include "mpiddp/train/same_settings.hpp"
 
 namespace mpiddp {
 namespace {
@@ -41,6 +43,7 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
       root(group.world().rank() == 0),
       classification(config_.data.task == DataTask::classification),
       checkpoints(config_.run.dir + "/checkpoints", config_.checkpoint.keep, config_.checkpoint.keep_every_epochs) {
+  check_same_settings(comm, config, resume);
   blas_threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(blas_threads);
   open_data();
@@ -93,10 +96,15 @@ void TrainingSession::build_model() {
 }
 
 // The position to start from (a checkpoint's, or the beginning), and the run
-// directory's output cut back to match it.
+// directory's output cut back to match it. Nothing in run.dir is written before
+// every check passed: the directory first, then the checkpoint to resume from.
 void TrainingSession::restore(const std::string& resume) {
   state = fresh_training_state(config, comm.size(), train_data->size());
-  if (root) checkpoints.remove_stale_temporaries();
+  agree_or_fail(comm, [&] {
+    if (!root) return;
+    check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
+    if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
+  });
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
   if (resumed) {
     state.epoch = resumed->epoch;
@@ -104,10 +112,13 @@ void TrainingSession::restore(const std::string& resume) {
     state.global_step = resumed->global_step;
     state.micro_batches = resumed->micro_batches;
   }
+  // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
+  if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
   agree_or_fail(comm, [&] {
-    if (root)
-      output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
-                                           state.epoch);
+    if (!root) return;
+    checkpoints.remove_stale_temporaries();
+    output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
+                                         state.epoch);
   });
 }
 

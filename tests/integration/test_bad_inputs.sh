@@ -54,7 +54,7 @@ expect_error label-type 2 "$WORK/labeltype/a.h5: dataset 'labels' has type float
 expect_error label-out-of-range 2 "$WORK/badlabel/a.h5: row 60: label 7 outside [0, 3)" \
   train --data.train "$WORK/badlabel" --data.shuffle false --train.batch_size 4 --run.dir "$WORK/run"
 expect_error label-out-of-range-3ranks 3 "label 7 outside [0, 3)" \
-  train --data.train "$WORK/badlabel" --train.batch_size 4 --run.dir "$WORK/run"
+  train --data.train "$WORK/badlabel" --train.batch_size 4 --run.dir "$WORK/run3"
 # Regression sets whose target widths differ.
 printf '1,2,3,4\n2,3,4,5\n3,4,5,6\n' > "$WORK/reg2.csv"; printf '1,2,3\n2,3,4\n' > "$WORK/reg1.csv"
 "$MPIDDP" shard --format csv --task regression --targets 2 --input "$WORK/reg2.csv" --out "$WORK/reg2" --shards 1 >/dev/null

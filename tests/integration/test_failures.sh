@@ -13,19 +13,20 @@ base=(train --data.train "$WORK/train" --train.batch_size 16)
 elapsed_since() { echo $(( $(date +%s%N) / 1000000 - $1 )); }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-expect_error throw 2 "rank 1: debug.fail_mode = throw at step 5" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r" \
+# Each failing run has a run.dir of its own: a fresh start refuses one that holds a run.
+expect_error throw 2 "rank 1: debug.fail_mode = throw at step 5" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-throw" \
   --debug.fail_rank 1 --debug.fail_step 5 --debug.fail_mode throw
 t0=$(now_ms); rc=0
-timeout 60 "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r" --debug.fail_rank 1 --debug.fail_step 5 \
+timeout 60 "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-exit" --debug.fail_rank 1 --debug.fail_step 5 \
   --debug.fail_mode exit > "$WORK/exit.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && pass "exit: job ended with $rc in $(elapsed_since "$t0") ms" || fail "exit: rc $rc"
 t0=$(now_ms)
-expect_error hang 2 "at step 7 did not complete within dist.timeout_s = 3 s" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r" \
+expect_error hang 2 "at step 7 did not complete within dist.timeout_s = 3 s" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-hang" \
   --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang --dist.timeout_s 3
 # Bounded well below expect_error's 60 s kill, with room for a slow start on a busy machine.
 ms=$(elapsed_since "$t0"); [ "$ms" -lt 30000 ] && pass "hang detected in $ms ms (timeout 3 s)" || fail "hang took $ms ms"
 expect_error nan 2 "rank 0: step 9: non-finite loss or gradient (NaN/Inf); set train.nonfinite = skip" "${base[@]}" --train.epochs 2 \
-  --run.dir "$WORK/r" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan
+  --run.dir "$WORK/r-nan" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan
 run_ranks 2 "${base[@]}" --train.epochs 2 --run.dir "$WORK/skip" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan \
   --train.nonfinite skip > "$WORK/skip.log" 2>&1 && [ "$(json_field "$WORK/skip/summary.json" skipped_steps)" = 1 ] \
   && pass "nonfinite = skip drops one step and finishes" || fail "nonfinite skip"

@@ -115,3 +115,15 @@ TEST_CASE("rules between keys, each refused with the file and the key", "[config
   CHECK(error_of(base, {"--train.precision", "bf16", "--ddp.allreduce_dtype", "bf16"}).empty());
   CHECK(error_of(base, {"--train.device", "cuda", "--dist.backend", "nccl"}).empty());
 }
+
+TEST_CASE("the resolved input file reads back as section.key values", "[config]") {
+  const std::string path = write_ini("[data]\ntrain = /x\n");
+  const Config config = load_config(path, {"--optim.lr", "0.2"});
+  std::remove(path.c_str());
+  const auto values = resolved_values(config.resolved_ini);
+  // What the ranks compare at start-up and format 3 checkpoints are read by.
+  CHECK(values.at("data.train") == "/x");
+  CHECK(values.at("optim.lr") == "0.2");
+  CHECK(values.at("train.batch_size") == "64");
+  CHECK(values.count("lr") == 0);
+}

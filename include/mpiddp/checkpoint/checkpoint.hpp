@@ -5,6 +5,7 @@
 // pointer replaced the same way, so a crash leaves either the old or the new
 // checkpoint, never a torn one.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,23 +45,45 @@ struct TrainingState {
   // The progress record in progress: loss and samples (all ranks) since the last
   // metrics.jsonl line, so a resumed run writes the same records.
   double log_window_loss = 0.0, log_window_samples = 0.0;
+  std::int64_t optimizer_steps = 0;  // the optimizer's step count (AdamW's bias correction), read only
+  // Names the run a checkpoint belongs to: made at a fresh start, carried over by
+  // every resume. Retention counts and deletes only checkpoints with this run's
+  // id. Empty in checkpoints of mpiddp before run ids (such files are never pruned).
+  std::string run_id;
 };
+
+// A new run id (random, 16 hex digits).
+std::string new_run_id();
 
 // Writes `path` atomically (temporary file, fsync, rename, directory fsync).
 void write_checkpoint(const std::string& path, const ParameterStore& params, Optimizer& optimizer,
                       const TrainingState& state);
 
+// Called with a checkpoint's attributes (already range-checked on their own)
+// before any array is read; throws to refuse the file.
+using AcceptCheckpoint = std::function<void(const TrainingState&)>;
+
 // Reads a checkpoint into `params` and `optimizer`. Everything is checked
-// (format version, every parameter's name and shape, optimizer kind) before
-// anything is changed: on error nothing has been loaded.
-TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer);
+// (format version, every attribute's range, `accept`, names both ways and shapes
+// of every array, optimizer kind) before anything is changed: on error nothing
+// has been loaded.
+TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
+                              const AcceptCheckpoint& accept = {});
+
+// The run id a checkpoint file carries; empty when the file is not a readable
+// mpiddp checkpoint or has none.
+std::string checkpoint_run_id(const std::string& path);
 
 // The checkpoints of one run directory: `ckpt-step-000001234.h5` files, a
-// `latest` pointer, pruning to the newest K plus permanent epoch keepers.
+// `latest` pointer, pruning to the newest K plus permanent epoch keepers. Only
+// files of the saving run (same run id) are ever counted, replaced or deleted; a
+// file of another run (or no checkpoint at all) in the way of a new one's name is
+// moved aside to NAME.not-this-run[.N].
 class CheckpointDirectory {
  public:
   CheckpointDirectory(std::string dir, int keep, int keep_every_epochs);
-  // Writes the checkpoint, points `latest` at it, prunes. Returns its path.
+  // Writes the checkpoint, points `latest` at it, prunes the run's (state.run_id)
+  // older ones. Returns its path.
   std::string save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
                    bool epoch_boundary);
   // Deletes temporary files left by a writer that was killed (rank 0, at start).

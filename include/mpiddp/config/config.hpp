@@ -4,6 +4,7 @@
 // which win over the file. Unknown keys and malformed values are InputErrors.
 // Enum-valued keys are parsed here, once (see choices.hpp).
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -111,5 +112,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
 // Every key with its default and help text, for `mpiddp train --help`.
 std::string config_reference();
+
+// "section.key" -> value of a resolved input file (Config::resolved_ini).
+std::map<std::string, std::string> resolved_values(const std::string& resolved_ini);
 
 }  // namespace mpiddp

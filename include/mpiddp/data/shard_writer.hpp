@@ -37,7 +37,13 @@ struct ShardSummary {
   int classes = 0;
 };
 
-// Writes `out_dir`/shard-00000-of-0000N.h5 ... (the directory is created).
+// Refuses an output directory that exists and is not empty (or is no directory):
+// a second conversion's shards beside the first's would be read as one data set.
+void check_shard_output_dir(const std::string& out_dir);
+
+// Writes `out_dir`/shard-00000-of-0000N.h5 ... into a new or empty directory
+// (created if needed). On failure it removes every file it made and the
+// directory if it created it: a failed conversion leaves nothing new.
 ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix);
 
 }  // namespace mpiddp

@@ -1,0 +1,65 @@
+#include "attribute_checks.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp {
+namespace {
+
+[[noreturn]] void refuse(const std::string& path, const char* attribute, const std::string& value,
+                         const std::string& rule) {
+  throw InputError(path + ": attribute '" + attribute + "' is " + value + ", " + rule +
+                   " (damaged or edited checkpoint)");
+}
+
+void at_least(const std::string& path, const char* attribute, std::int64_t value, std::int64_t low) {
+  if (value < low) refuse(path, attribute, std::to_string(value), "must be at least " + std::to_string(low));
+}
+
+// ckpt-step-000000051.h5 holds global step 51: a file under another step's name
+// would be overwritten or pruned as that step.
+void check_name(const TrainingState& state, const std::string& path) {
+  static const std::regex step_name("ckpt-step-([0-9]+)\\.h5");
+  std::smatch match;
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (!std::regex_match(name, match, step_name)) return;
+  if (match[1].length() > 18 || std::stoll(match[1]) != state.global_step)
+    refuse(path, "global_step", std::to_string(state.global_step), "but the file is named for step " + match[1].str());
+}
+
+}  // namespace
+
+void check_attributes(const TrainingState& s, const std::string& path) {
+  at_least(path, "epoch", s.epoch, 0);
+  at_least(path, "step_in_epoch", s.step_in_epoch, 0);
+  at_least(path, "global_step", s.global_step, 0);
+  at_least(path, "world_size", s.world_size, 1);
+  at_least(path, "dataset_size", s.dataset_size, 1);
+  at_least(path, "batch_size", s.batch_size, 1);
+  at_least(path, "accumulate", s.accumulate, 1);
+  at_least(path, "skipped_steps", s.skipped_steps, 0);
+  // A loss sum is never negative (NaN is possible: skipped non-finite steps add to it).
+  if (s.log_window_loss < 0) refuse(path, "log_window_loss", std::to_string(s.log_window_loss), "must not be negative");
+  check_name(s, path);
+}
+
+void check_counters(const TrainingState& s, const std::string& path) {
+  if (s.skipped_steps > s.global_step)
+    refuse(path, "skipped_steps", std::to_string(s.skipped_steps),
+           "more than global_step " + std::to_string(s.global_step));
+  // Every step that was not skipped called the optimizer once.
+  if (s.optimizer_steps != s.global_step - s.skipped_steps)
+    refuse(path, "optimizer/step", std::to_string(s.optimizer_steps),
+           "must be global_step - skipped_steps = " + std::to_string(s.global_step - s.skipped_steps));
+  const double samples = s.log_window_samples;
+  if (!(samples >= 0) || samples != std::floor(samples) ||
+      samples > static_cast<double>(s.global_step) * static_cast<double>(s.world_size) *
+                    static_cast<double>(s.batch_size) * static_cast<double>(s.accumulate))
+    refuse(path, "log_window_samples", std::to_string(samples),
+           "must be a whole number of samples, at most those of the steps taken");
+}
+
+}  // namespace mpiddp
