@@ -8,7 +8,7 @@ namespace {
 // Length of the valid UTF-8 sequence of two to four bytes at `at`, 0 if none.
 std::size_t utf8_length(const std::string& s, std::size_t at) {
   const auto lead = static_cast<unsigned char>(s[at]);
-  const std::size_t n = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 0;
+  const std::size_t n = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
   if (n == 0 || at + n > s.size()) return 0;
   // U+0080..U+009F are C1 control codes (0x9b is CSI, a terminal escape).
   if (lead == 0xc2 && static_cast<unsigned char>(s[at + 1]) < 0xa0) return 0;

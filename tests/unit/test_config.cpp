@@ -192,6 +192,7 @@ TEST_CASE("error text from files is made printable and short", "[config]") {
   CHECK(printable(std::string("a\x1b[2Jb\0c\x7f", 9)) == "a\\x1b[2Jb\\x00c\\x7f");
   CHECK(printable("caf\xc3\xa9 \xff\xc3") == "caf\xc3\xa9 \\xff\\xc3");  // UTF-8 kept, stray bytes escaped
   CHECK(printable("\xc2\x9b" "2J") == "\\xc2\\x9b" "2J");  // C1 control (CSI) in UTF-8 form
+  CHECK(printable("\xff\x80\x81 \xf5\x80\x80\x80") == "\\xff\\x80\\x81 \\xf5\\x80\\x80\\x80");  // never UTF-8 leads
   const std::string long_text(5000, 'x');
   CHECK_THAT(printable(long_text), Catch::StartsWith(std::string(kMaxMessageBytes, 'x') + " ... (4000 more bytes)"));
   CHECK(printable(long_text).size() < kMaxMessageBytes + 40);
