@@ -85,21 +85,21 @@ std::vector<hsize_t> dims_of(hid_t dataset) {
   return dims;
 }
 
-// Index of the first NaN or Inf among n floats, n if there is none. An IEEE float
-// is NaN or Inf exactly when its exponent bits are all set; the test on the bits
-// vectorises (a float comparison chain would not), so a clean row costs a few
-// instructions per 8 values and the search below runs only for a bad row.
-std::size_t first_nonfinite(const float* values, std::size_t n) {
-  std::uint32_t bad = 0;
+// Copies n floats (when dst is not null) and says whether all are finite, in one
+// pass over the source: a float is NaN or Inf exactly when its exponent bits are
+// all ones, and adding one to that exponent then carries into the sign bit. Plain
+// integer operations vectorise, so on Fashion-MNIST as float32 the check adds
+// about 60 ns to a 784-feature row's copy (README "Hostile input").
+bool copy_all_finite(float* dst, const void* src, std::size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
+  std::uint32_t carry = 0;
   for (std::size_t j = 0; j < n; ++j) {
     std::uint32_t bits;
-    std::memcpy(&bits, values + j, sizeof(bits));
-    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    std::memcpy(&bits, bytes + j * sizeof(bits), sizeof(bits));
+    if (dst) std::memcpy(dst + j, &bits, sizeof(bits));
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
   }
-  if (!bad) return n;
-  std::size_t j = 0;
-  while (std::isfinite(values[j])) ++j;
-  return j;
+  return (carry & 0x80000000u) == 0;
 }
 
 std::string type_name(hid_t dataset) {
@@ -236,11 +236,11 @@ void ShardedDataset::check_not_truncated(const Shard& shard) const {
 }
 
 // NaN or Inf in the data would surface as a "non-finite loss" at some later step,
-// naming neither file nor row: refuse it where it is read.
-void ShardedDataset::check_finite(const float* values, std::size_t n, const Shard& shard, std::size_t row,
-                                  const char* what) const {
-  const std::size_t j = first_nonfinite(values, n);
-  if (j == n) return;
+// naming neither file nor row: it is refused where it is read.
+void ShardedDataset::refuse_nonfinite(const float* values, const Shard& shard, std::size_t row,
+                                      const char* what) const {
+  std::size_t j = 0;
+  while (std::isfinite(values[j])) ++j;
   throw InputError(shard.path + ": row " + std::to_string(row) + ": " + what + " " + std::to_string(j) + " is " +
                    (std::isnan(values[j]) ? "NaN" : values[j] > 0 ? "+Inf" : "-Inf"));
 }
@@ -267,9 +267,9 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
       const unsigned char* src = base + shard.mapping.features_offset + row * feature_dim_;
       for (std::size_t j = 0; j < feature_dim_; ++j) dst[j] = static_cast<float>(src[j]) * scale;
     } else {
-      std::memcpy(dst, base + shard.mapping.features_offset + row * feature_dim_ * sizeof(float),
-                  feature_dim_ * sizeof(float));
-      check_finite(dst, feature_dim_, shard, row, "feature");
+      if (!copy_all_finite(dst, base + shard.mapping.features_offset + row * feature_dim_ * sizeof(float),
+                           feature_dim_))
+        refuse_nonfinite(dst, shard, row, "feature");
     }
     if (kind_ == LabelKind::class_id) {
       std::int32_t label;
@@ -279,9 +279,9 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
                          " outside [0, " + std::to_string(classes_) + ")");
       out.class_ids[p] = label;
     } else {
-      std::memcpy(out.targets.row(p), base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float),
-                  target_dim_ * sizeof(float));
-      check_finite(out.targets.row(p), target_dim_, shard, row, "regression target");
+      float* targets = out.targets.row(p);
+      if (!copy_all_finite(targets, base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float), target_dim_))
+        refuse_nonfinite(targets, shard, row, "regression target");
     }
   }
 }
@@ -367,10 +367,12 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
     }
     for (std::size_t k = done; k < end; ++k) {
       const auto row = static_cast<std::size_t>(unique_rows[k] - shard.first);
-      if (!stored_uint8_)
-        check_finite(reinterpret_cast<const float*>(raw_.data()) + k * feature_dim_, feature_dim_, shard, row, "feature");
-      if (kind_ == LabelKind::target)
-        check_finite(raw_targets_.data() + k * target_dim_, target_dim_, shard, row, "regression target");
+      const float* features = reinterpret_cast<const float*>(raw_.data()) + k * feature_dim_;
+      if (!stored_uint8_ && !copy_all_finite(nullptr, features, feature_dim_))
+        refuse_nonfinite(features, shard, row, "feature");
+      const float* targets = raw_targets_.data() + k * target_dim_;
+      if (kind_ == LabelKind::target && !copy_all_finite(nullptr, targets, target_dim_))
+        refuse_nonfinite(targets, shard, row, "regression target");
     }
     if (kind_ == LabelKind::class_id && classes_ > 0) {
       for (std::size_t k = done; k < end; ++k) {
