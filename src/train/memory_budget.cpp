@@ -45,8 +45,8 @@ void check_memory_budget(const Config& config, const JobShape& shape) {
   const Parts p = parts_of(config, shape);
   const double need = p.total() * shape.ranks_on_node;
   if (memory <= 0 || need <= memory) return;
-  throw InputError(config.data.train + ": " + std::to_string(shape.samples) + " samples of " +
-                   std::to_string(shape.features) + " features with model.hidden = '" + config.model.hidden +
+  const std::string samples = shape.samples > 0 ? std::to_string(shape.samples) + " samples of " : "";
+  throw InputError(shape.source + ": " + samples + std::to_string(shape.features) + " features with model.hidden = '" + config.model.hidden +
                    "' and train.batch_size = " + std::to_string(config.train.batch_size) + " need about " +
                    bytes_text(p.total()) + " per rank (model " + bytes_text(p.model) + ", batches " +
                    bytes_text(p.batches) + ", sampler " + bytes_text(p.sampler) + ") x " +

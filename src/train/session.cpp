@@ -81,7 +81,8 @@ void TrainingSession::open_data(int ranks_on_node) {
     } else {
       outputs = train_data->target_dim();
     }
-    check_memory_budget(config, {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node});
+    check_memory_budget(config,
+                        {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train});
     if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)
       throw InputError(config.data.train + ": " + std::to_string(train_data->size()) + " samples cannot feed " +
                        std::to_string(comm.size()) + " ranks with data.drop_last");

@@ -6,6 +6,7 @@
 // std::bad_alloc or in the kernel's OOM killer half-way through set-up.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "mpiddp/config/config.hpp"
 
@@ -16,6 +17,7 @@ struct JobShape {
   std::size_t features = 0;     // per sample
   std::size_t outputs = 0;      // classes or regression targets
   int ranks_on_node = 1;        // ranks sharing this node's memory
+  std::string source;           // what the sizes came from, for the message (data.train, "bench mlp")
 };
 
 // Bytes one rank needs, roughly and from above where it matters.
