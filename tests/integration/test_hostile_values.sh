@@ -130,6 +130,19 @@ expect_input_error idx-labels-short 1 "$WORK/few-labels: declares 100000 labels"
   shard --format idx --images "$WORK/few-images.gz" --labels "$WORK/few-labels" --out "$WORK/idx"
 [ ! -e "$WORK/idx" ] || [ -z "$(ls -A "$WORK/idx")" ] && pass "refused IDX conversions wrote nothing" || fail "files left in $WORK/idx"
 
+# A checkpoint whose header declares 4e12 bytes: inspect refuses it before reading.
+"$PYTHON" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['format_version'] = 4; f.create_dataset('model/w', (100000, 100000, 100), 'f4')" \
+  "$WORK/hostile-ckpt.h5" || fail "writing a hostile checkpoint"
+expect_input_error inspect-hostile-checkpoint 1 "$WORK/hostile-ckpt.h5: dataset 'model/w' declares 100000 x 100000 x 100 values" \
+  inspect checkpoint "$WORK/hostile-ckpt.h5"
+# Benchmarks' sizes are arguments too.
+expect_input_error bench-batch-negative 1 "--batch must be at least 1, got -1" bench gemm --batch -1
+expect_input_error bench-batch-huge 1 "bench gemm: 784 features with model.hidden = '256,128' and train.batch_size = 2000000000 need about" \
+  bench gemm --batch 2000000000
+expect_input_error bench-seconds-nan 1 "--seconds must be in (0, 3600], got nan" bench gemm --seconds nan
+expect_input_error bench-mlp-steps 2 "--steps must be at least 1" bench mlp --steps 0
+expect_input_error bench-mlp-huge 2 "bench mlp: 784 features" bench mlp --batch 2000000000
+
 # ---- messages ----
 # One prefix everywhere.
 expect_input_error shard-prefix 1 "--format must be idx or csv" shard --format parquet --out "$WORK/x"
