@@ -94,7 +94,7 @@ class Schema {
       options_.add_options()(key.c_str(), po::value<T>(target)->default_value(*target, format_value(*target)),
                              help.c_str());
       add_entry(key, [target] { return format_value(*target); });
-      if constexpr (std::is_floating_point_v<T>) add_range(key, target, Range{});  // finite, at least
+      if constexpr (std::is_floating_point_v<T>) add_range(key, target, Range{});  // any finite value
     }
   }
   // A numeric key with the values it accepts (the table of ranges is describe()).

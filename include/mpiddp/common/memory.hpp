@@ -1,6 +1,6 @@
 #pragma once
 // Sizes declared by files and arguments are checked against what the machine can
-// hold before anything is allocated from them (README "Hostile input").
+// hold before anything is allocated from them (README "Data set layout").
 #include <cstdint>
 #include <string>
 
