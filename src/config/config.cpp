@@ -67,10 +67,11 @@ struct Range {
   bool holds(double v) const {
     return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
   }
+  // "at least 1", "in (0, 1]": for errors ("must be ...") and --help.
   std::string text() const {
-    if (std::isinf(max) && !min_open) return "must be at least " + format_value(min);
-    if (std::isinf(max)) return "must be above " + format_value(min);
-    return std::string("must be in ") + (min_open ? "(" : "[") + format_value(min) + ", " + format_value(max) +
+    if (std::isinf(max) && !min_open) return "at least " + format_value(min);
+    if (std::isinf(max)) return "above " + format_value(min);
+    return std::string("in ") + (min_open ? "(" : "[") + format_value(min) + ", " + format_value(max) +
            (max_open ? ")" : "]");
   }
 };
@@ -101,8 +102,9 @@ class Schema {
   template <class T>
   void add(const std::string& key, T* target, const std::string& help, Range range) {
     static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "ranges are for numbers");
+    const std::string described = help + " (" + range.text() + ")";
     options_.add_options()(key.c_str(), po::value<T>(target)->default_value(*target, format_value(*target)),
-                           help.c_str());
+                           described.c_str());
     add_entry(key, [target] { return format_value(*target); });
     add_range(key, target, range);
   }
@@ -158,7 +160,7 @@ class Schema {
         if (!std::isfinite(value)) bad(origin.of(key), key, "must be a finite number, got " + format_value(value));
       }
       if (!range.holds(static_cast<double>(value)))
-        bad(origin.of(key), key, range.text() + ", got " + format_value(value));
+        bad(origin.of(key), key, "must be " + range.text() + ", got " + format_value(value));
     });
   }
 
@@ -220,7 +222,7 @@ void describe(Schema& s, Config& c) {
   s.add("optim.warmup_steps", &c.optim.warmup_steps, "linear warm-up steps", at_least(0));
   s.add("optim.step_epochs", &c.optim.step_epochs, "step schedule: epochs between decays", at_least(1));
   s.add("optim.gamma", &c.optim.gamma, "step schedule: decay factor", above_up_to(0, 1));
-  s.add("optim.min_lr", &c.optim.min_lr, "cosine schedule: final learning rate (at most optim.lr)", at_least(0));
+  s.add("optim.min_lr", &c.optim.min_lr, "cosine schedule: final learning rate, at most optim.lr", at_least(0));
   s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
   s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
   s.add("ddp.allreduce_dtype", &c.ddp.allreduce_dtype, "{} (bf16: dist.backend = nccl)");
