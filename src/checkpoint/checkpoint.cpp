@@ -16,6 +16,7 @@
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
 #include "format3.hpp"
+#include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace mpiddp {
@@ -94,9 +95,8 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   const std::string temp = path + ".tmp";
   try {
-    h5::Handle file(h5::check_id<RuntimeError>(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                                               temp + ": cannot create checkpoint (" + std::strerror(errno) + ")"),
-                    H5Fclose);
+    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file) throw RuntimeError(temp + ": cannot create checkpoint (" + h5::why_not_creatable(temp) + ")");
     const hid_t f = file.get();
     h5::write_int_attribute(f, "format_version", kCheckpointFormat);
     h5::write_string_attribute(f, "mpiddp_version", MPIDDP_VERSION);

@@ -19,6 +19,10 @@ namespace po = boost::program_options;
 namespace mpiddp {
 
 namespace {
+void check_seconds(double seconds) {
+  if (!(seconds > 0.0 && seconds <= 3600.0)) throw InputError("--seconds must be in (0, 3600], got " + std::to_string(seconds));
+}
+
 int bench_matmul(const std::vector<std::string>& args) {
   std::string precision = "bf16";
   int size = 8192, device = 0;
@@ -35,6 +39,8 @@ int bench_matmul(const std::vector<std::string>& args) {
   if (probe.count == 0) throw InputError("bench matmul needs a GPU: " + probe.problem);
   const std::optional<Precision> kind = parse_choice<Precision>(precision);
   if (!kind) throw InputError("--precision: '" + precision + "' is not one of " + choice_list<Precision>());
+  if (size < 1 || size > 65536) throw InputError("--size must be in [1, 65536], got " + std::to_string(size));
+  check_seconds(seconds);
   const double tflops = cuda_matmul_tflops(device, *kind, size, seconds);
   std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s\n", size, size, size, precision.c_str(),
               cuda_device_info(device).name.c_str(), tflops);
@@ -59,8 +65,14 @@ int command_bench(const std::vector<std::string>& args) {
     throw InputError("usage: mpiddp bench gemm|matmul|mlp [options] (see --help)");
   po::variables_map values;
   if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
-  std::vector<int> widths = {inputs};  // the input-file parser checks the width list
-  for (int w : load_config("", {"--data.train", "x", "--model.hidden", hidden}).model.hidden_sizes) widths.push_back(w);
+  if (batch < 1) throw InputError("--batch must be at least 1, got " + std::to_string(batch));
+  // The input-file parser checks the width list.
+  const Config config =
+      load_config("", {"--data.train", "x", "--model.hidden", hidden, "--train.batch_size", std::to_string(batch)});
+  check_bench_sizes("bench gemm", config, inputs, outputs, 1);
+  check_seconds(seconds);
+  std::vector<int> widths = {inputs};
+  for (int w : config.model.hidden_sizes) widths.push_back(w);
   widths.push_back(outputs);
   cpu::set_blas_threads(threads);
 

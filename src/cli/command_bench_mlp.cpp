@@ -57,13 +57,16 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     if (comm_mode != "on" && comm_mode != "none" && comm_mode != "both")
       throw InputError("--comm must be on, none or both");
     if (data_mode != "resident" && data_mode != "staged") throw InputError("--data must be resident or staged");
+    if (steps < 1 || warmup < 0) throw InputError("--steps must be at least 1 and --warmup at least 0");
+    if (batch < 1) throw InputError("--batch must be at least 1, got " + std::to_string(batch));
   });
   if (!run) return kExitOk;
   Config config;
   agree_or_fail(group.world(), [&] {
     config = load_config("", {"--data.train", "synthetic", "--model.hidden", hidden, "--train.device", device,
                               "--train.precision", precision, "--dist.backend", backend, "--ddp.allreduce_dtype",
-                              allreduce_dtype, "--optim.name", "adamw"});
+                              allreduce_dtype, "--optim.name", "adamw", "--train.batch_size", std::to_string(batch)});
+    check_bench_sizes("bench mlp", config, inputs, outputs, group.local_size());
   });
   Communicator& comm = group.world();
   // As in training: a hung collective, GPU wait or NCCL teardown ends the job

@@ -4,6 +4,7 @@
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/memory.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cuda.hpp"
 
@@ -29,13 +30,15 @@ int inspect_sampler(const std::vector<std::string>& args) {
   if (o.size < 1) throw InputError("--size must be at least 1");
   if (o.world < 1) throw InputError("--world must be at least 1");
   if (o.rank < 0 || o.rank >= o.world) throw InputError("--rank must be in [0, world)");
+  // The permutation of all N samples and this rank's share are held in memory.
+  const double need = (static_cast<double>(o.size) + static_cast<double>(samples_per_rank(o.size, o.world, o.drop_last))) *
+                      sizeof(std::int64_t);
+  if (const double memory = static_cast<double>(physical_memory_bytes()); memory > 0 && need > memory)
+    throw InputError("--size " + std::to_string(o.size) + ": the sampler would need " + bytes_text(need) +
+                     ", more than this machine's " + bytes_text(memory) + " of memory");
   const auto indices = distributed_sampler_indices(o);
-  std::string line;
-  for (std::size_t i = 0; i < indices.size(); ++i) {
-    if (i) line += ' ';
-    line += std::to_string(indices[i]);
-  }
-  std::printf("%s\n", line.c_str());
+  for (std::size_t i = 0; i < indices.size(); ++i) std::printf(i ? " %lld" : "%lld", static_cast<long long>(indices[i]));
+  std::printf("\n");
   return kExitOk;
 }
 // What train.device = auto would find, for job scripts and for the gpu tests.

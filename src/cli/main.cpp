@@ -7,6 +7,7 @@
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/train/signals.hpp"
@@ -54,12 +55,13 @@ int main(int argc, char** argv) {
       if (command == "bench") return command_bench(args);
       return command == "shard" ? command_shard(args) : command_inspect(args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "mpiddp %s: error: %s\n", command.c_str(), e.what());
+      // The same prefix as `train`'s errors: scripts grep for "mpiddp: error:".
+      std::fprintf(stderr, "mpiddp: error: %s\n", printable(e.what()).c_str());
       return exit_code_of(e);
     }
   }
   if (command != "train" && !mpi_bench) {
-    std::fprintf(stderr, "mpiddp: error: unknown command '%s'\n%s", command.c_str(), kUsage);
+    std::fprintf(stderr, "mpiddp: error: unknown command '%s'\n%s", printable(command).c_str(), kUsage);
     return kExitInputError;
   }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/train/memory_budget.hpp"
 
 namespace po = boost::program_options;
 
@@ -21,6 +22,13 @@ bool parse_command_options(const std::vector<std::string>& args, const po::optio
     throw InputError(e.what());
   }
   return true;
+}
+
+void check_bench_sizes(const std::string& bench, const Config& config, int inputs, int outputs, int ranks_on_node) {
+  if (inputs < 1) throw InputError("--inputs must be at least 1, got " + std::to_string(inputs));
+  if (outputs < 1) throw InputError("--outputs must be at least 1, got " + std::to_string(outputs));
+  check_memory_budget(config,
+                      {0, static_cast<std::size_t>(inputs), static_cast<std::size_t>(outputs), ranks_on_node, bench});
 }
 
 }  // namespace mpiddp

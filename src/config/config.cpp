@@ -4,12 +4,19 @@
 #include "mpiddp/config/config.hpp"
 
 #include <boost/program_options.hpp>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -35,6 +42,44 @@ std::string format_value(T v) { return std::to_string(v); }
   throw InputError(where + ": key '" + key + "': " + why);
 }
 
+// Where each key's value came from: the command line wins over the input file,
+// and an error names the one the value was read from.
+class Origin {
+ public:
+  Origin(std::string file, std::set<std::string> from_command_line)
+      : file_(std::move(file)), command_line_(std::move(from_command_line)) {}
+  std::string of(const std::string& key) const {
+    return file_.empty() || command_line_.count(key) ? "command line" : file_;
+  }
+
+ private:
+  std::string file_;
+  std::set<std::string> command_line_;
+};
+
+// The values a numeric key accepts: from min to max, either end open or closed.
+// Floating-point keys must also be finite (inf and nan parse, but cannot be meant).
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false, max_open = false;
+
+  bool holds(double v) const {
+    return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+  }
+  // "at least 1", "in (0, 1]": for errors ("must be ...") and --help.
+  std::string text() const {
+    if (std::isinf(max) && !min_open) return "at least " + format_value(min);
+    if (std::isinf(max)) return "above " + format_value(min);
+    return std::string("in ") + (min_open ? "(" : "[") + format_value(min) + ", " + format_value(max) +
+           (max_open ? ")" : "]");
+  }
+};
+Range at_least(double min) { return {min}; }
+Range between(double min, double max) { return {min, max}; }
+Range above_up_to(double min, double max) { return {min, max, true, false}; }
+Range from_below(double min, double max) { return {min, max, false, true}; }  // [min, max)
+
 class Schema {
  public:
   Schema() : options_("input-file keys") {}
@@ -50,12 +95,27 @@ class Schema {
       options_.add_options()(key.c_str(), po::value<T>(target)->default_value(*target, format_value(*target)),
                              help.c_str());
       add_entry(key, [target] { return format_value(*target); });
+      if constexpr (std::is_floating_point_v<T>) add_range(key, target, Range{});  // any finite value
     }
+  }
+  // A numeric key with the values it accepts (the table of ranges is describe()).
+  template <class T>
+  void add(const std::string& key, T* target, const std::string& help, Range range) {
+    static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "ranges are for numbers");
+    const std::string described = help + " (" + range.text() + ")";
+    options_.add_options()(key.c_str(), po::value<T>(target)->default_value(*target, format_value(*target)),
+                           described.c_str());
+    add_entry(key, [target] { return format_value(*target); });
+    add_range(key, target, range);
   }
 
   // Parses every enum-valued key's text, in schema order.
-  void resolve_choices(const std::string& where) const {
-    for (const auto& resolve : resolvers_) resolve(where);
+  void resolve_choices(const Origin& origin) const {
+    for (const auto& resolve : resolvers_) resolve(origin);
+  }
+  // Checks every numeric key against its range, in schema order.
+  void check_ranges(const Origin& origin) const {
+    for (const auto& check : range_checks_) check(origin);
   }
 
   const po::options_description& options() const { return options_; }
@@ -85,10 +145,22 @@ class Schema {
     if (const auto at = help.find("{}"); at != std::string::npos) help.replace(at, 2, choice_list<E>());
     options_.add_options()(key.c_str(), po::value<std::string>(text)->default_value(*text), help.c_str());
     add_entry(key, [target] { return std::string(name_of(*target)); });
-    resolvers_.push_back([key, target, text](const std::string& where) {
+    resolvers_.push_back([key, target, text](const Origin& origin) {
       const std::optional<E> value = parse_choice<E>(*text);
-      if (!value) bad(where, key, "'" + *text + "' is not one of " + choice_list<E>());
+      if (!value) bad(origin.of(key), key, "'" + *text + "' is not one of " + choice_list<E>());
       *target = *value;
+    });
+  }
+
+  template <class T>
+  void add_range(const std::string& key, T* target, Range range) {
+    range_checks_.push_back([key, target, range](const Origin& origin) {
+      const T value = *target;
+      if constexpr (std::is_floating_point_v<T>) {
+        if (!std::isfinite(value)) bad(origin.of(key), key, "must be a finite number, got " + format_value(value));
+      }
+      if (!range.holds(static_cast<double>(value)))
+        bad(origin.of(key), key, "must be " + range.text() + ", got " + format_value(value));
     });
   }
 
@@ -100,68 +172,75 @@ class Schema {
   po::options_description options_;
   std::vector<Entry> entries_;
   std::deque<std::string> texts_;  // enum keys' text as read (a deque: addresses stay put)
-  std::vector<std::function<void(const std::string&)>> resolvers_;
+  std::vector<std::function<void(const Origin&)>> resolvers_;
+  std::vector<std::function<void(const Origin&)>> range_checks_;
 };
 
+// Upper ends of the ranges below, where a larger value can only be a typo: they
+// keep every later conversion (seconds to clock ticks, MiB to bytes) in range.
+constexpr double kMaxLearningRate = 1000.0;
+constexpr double kMaxBucketMiB = 65536.0;     // 64 GiB in one gradient bucket
+constexpr double kMaxSeconds = 1e7;           // about 115 days
+constexpr int kMaxThreads = 1024;
+
+// Every key once: where it is stored, its help text and, for numbers, the values
+// it accepts. This is the one table of ranges; validate() adds the rules between keys.
 void describe(Schema& s, Config& c) {
   s.add("data.train", &c.data.train, "training shards: directory, glob or .h5 file");
   s.add("data.test", &c.data.test, "test shards, evaluated after each epoch (empty = none)");
   s.add("data.features", &c.data.features, "features dataset name in each shard");
   s.add("data.labels", &c.data.labels, "labels dataset name in each shard");
   s.add("data.task", &c.data.task, "{}");
-  s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread");
+  s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
   s.add("data.shuffle", &c.data.shuffle, "shuffle each epoch (seed + epoch)");
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
   s.add("model.hidden", &c.model.hidden, "hidden layer widths, comma separated");
   s.add("model.activation", &c.model.activation, "{}");
-  s.add("model.dropout", &c.model.dropout, "dropout probability after hidden activations");
-  s.add("model.classes", &c.model.classes, "output classes, 0 = shards' num_classes attribute");
-  s.add("train.batch_size", &c.train.batch_size, "samples per rank per micro-batch");
-  s.add("train.accumulate", &c.train.accumulate, "micro-batches per optimizer step");
-  s.add("train.epochs", &c.train.epochs, "epochs to train");
+  s.add("model.dropout", &c.model.dropout, "dropout probability after hidden activations", from_below(0, 1));
+  s.add("model.classes", &c.model.classes, "output classes, 0 = shards' num_classes attribute", at_least(0));
+  s.add("train.batch_size", &c.train.batch_size, "samples per rank per micro-batch", at_least(1));
+  s.add("train.accumulate", &c.train.accumulate, "micro-batches per optimizer step", at_least(1));
+  s.add("train.epochs", &c.train.epochs, "epochs to train", at_least(1));
   s.add("train.seed", &c.train.seed, "seed of weights, sampler and dropout");
-  s.add("train.log_every", &c.train.log_every, "optimizer steps between progress lines");
+  s.add("train.log_every", &c.train.log_every, "optimizer steps between progress lines", at_least(1));
   s.add("train.eval", &c.train.eval, "evaluate data.test after each epoch");
-  s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks");
+  s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks", between(0, kMaxThreads));
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");
   s.add("train.precision", &c.train.precision, "{} matrix products (tf32, bf16: cuda)");
   s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");
-  s.add("train.max_steps", &c.train.max_steps, "stop after this many optimizer steps, 0 = none");
+  s.add("train.max_steps", &c.train.max_steps, "stop after this many optimizer steps, 0 = none", at_least(0));
   s.add("train.nonfinite", &c.train.nonfinite, "NaN/Inf loss or gradient: {}");
   s.add("optim.name", &c.optim.name, "{}");
-  s.add("optim.lr", &c.optim.lr, "peak learning rate");
-  s.add("optim.momentum", &c.optim.momentum, "SGD momentum");
+  s.add("optim.lr", &c.optim.lr, "peak learning rate", above_up_to(0, kMaxLearningRate));
+  s.add("optim.momentum", &c.optim.momentum, "SGD momentum", from_below(0, 1));
   s.add("optim.nesterov", &c.optim.nesterov, "SGD Nesterov momentum");
-  s.add("optim.weight_decay", &c.optim.weight_decay, "L2 (sgd) or decoupled (adamw) weight decay");
-  s.add("optim.beta1", &c.optim.beta1, "AdamW beta1");
-  s.add("optim.beta2", &c.optim.beta2, "AdamW beta2");
-  s.add("optim.eps", &c.optim.eps, "AdamW epsilon");
+  s.add("optim.weight_decay", &c.optim.weight_decay, "L2 (sgd) or decoupled (adamw) weight decay", at_least(0));
+  s.add("optim.beta1", &c.optim.beta1, "AdamW beta1", from_below(0, 1));
+  s.add("optim.beta2", &c.optim.beta2, "AdamW beta2", from_below(0, 1));
+  s.add("optim.eps", &c.optim.eps, "AdamW epsilon", above_up_to(0, 1));
   s.add("optim.schedule", &c.optim.schedule, "{}");
-  s.add("optim.warmup_steps", &c.optim.warmup_steps, "linear warm-up steps");
-  s.add("optim.step_epochs", &c.optim.step_epochs, "step schedule: epochs between decays");
-  s.add("optim.gamma", &c.optim.gamma, "step schedule: decay factor");
-  s.add("optim.min_lr", &c.optim.min_lr, "cosine schedule: final learning rate");
-  s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)");
-  s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)");
+  s.add("optim.warmup_steps", &c.optim.warmup_steps, "linear warm-up steps", at_least(0));
+  s.add("optim.step_epochs", &c.optim.step_epochs, "step schedule: epochs between decays", at_least(1));
+  s.add("optim.gamma", &c.optim.gamma, "step schedule: decay factor", above_up_to(0, 1));
+  s.add("optim.min_lr", &c.optim.min_lr, "cosine schedule: final learning rate, at most optim.lr", at_least(0));
+  s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
+  s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
   s.add("ddp.allreduce_dtype", &c.ddp.allreduce_dtype, "{} (bf16: dist.backend = nccl)");
   s.add("dist.backend", &c.dist.backend, "{} (auto: nccl on GPUs when built with it)");
-  s.add("dist.timeout_s", &c.dist.timeout_s, "collective timeout in seconds, 0 = none");
+  s.add("dist.timeout_s", &c.dist.timeout_s, "collective timeout in seconds, 0 = none", between(0, kMaxSeconds));
   s.add("run.dir", &c.run.dir, "output directory");
-  s.add("checkpoint.every_epochs", &c.checkpoint.every_epochs, "checkpoint every N epochs, 0 = not by epochs");
-  s.add("checkpoint.every_steps", &c.checkpoint.every_steps, "checkpoint every N steps, 0 = not by steps");
-  s.add("checkpoint.every_minutes", &c.checkpoint.every_minutes, "checkpoint every N minutes, 0 = not by time");
-  s.add("checkpoint.keep", &c.checkpoint.keep, "newest checkpoints kept, 0 = all");
-  s.add("checkpoint.keep_every_epochs", &c.checkpoint.keep_every_epochs, "also keep every N-th epoch's, 0 = none");
-  s.add("debug.fail_rank", &c.debug.fail_rank, "test hook: rank that fails");
-  s.add("debug.fail_step", &c.debug.fail_step, "test hook: global step at which it fails");
+  s.add("checkpoint.every_epochs", &c.checkpoint.every_epochs, "checkpoint every N epochs, 0 = not by epochs", at_least(0));
+  s.add("checkpoint.every_steps", &c.checkpoint.every_steps, "checkpoint every N steps, 0 = not by steps", at_least(0));
+  s.add("checkpoint.every_minutes", &c.checkpoint.every_minutes, "checkpoint every N minutes, 0 = not by time",
+        between(0, kMaxSeconds / 60));
+  s.add("checkpoint.keep", &c.checkpoint.keep, "newest checkpoints kept, 0 = all", at_least(0));
+  s.add("checkpoint.keep_every_epochs", &c.checkpoint.keep_every_epochs, "also keep every N-th epoch's, 0 = none",
+        at_least(0));
+  s.add("debug.fail_rank", &c.debug.fail_rank, "test hook: rank that fails", at_least(-1));
+  s.add("debug.fail_step", &c.debug.fail_step, "test hook: global step at which it fails", at_least(-1));
   s.add("debug.fail_mode", &c.debug.fail_mode, "test hook: {}");
   s.add("debug.emulate_device", &c.debug.emulate_device,
         "test hook: train on an emulated GPU (CPU arithmetic, separate memory, host-staged MPI)");
-}
-
-template <class T>
-void require_at_least(const std::string& where, const std::string& key, T value, T min) {
-  if (value < min) bad(where, key, "must be at least " + format_value(min) + ", got " + format_value(value));
 }
 
 std::vector<int> parse_widths(const std::string& where, const std::string& text) {
@@ -186,37 +265,23 @@ std::vector<int> parse_widths(const std::string& where, const std::string& text)
   return widths;
 }
 
-void validate(Config& c, const std::string& where) {
-  require_at_least(where, "data.prefetch", c.data.prefetch, 1);
-  c.model.hidden_sizes = parse_widths(where, c.model.hidden);
-  if (!(c.model.dropout >= 0.0 && c.model.dropout < 1.0)) bad(where, "model.dropout", "must be in [0, 1)");
-  require_at_least(where, "model.classes", c.model.classes, 0);
-  require_at_least(where, "train.batch_size", c.train.batch_size, 1);
-  require_at_least(where, "train.accumulate", c.train.accumulate, 1);
-  require_at_least(where, "train.epochs", c.train.epochs, 1);
-  require_at_least(where, "train.log_every", c.train.log_every, 1);
-  require_at_least(where, "train.threads", c.train.threads, 0);
-  require_at_least<std::int64_t>(where, "train.max_steps", c.train.max_steps, 0);
-  if (!(c.optim.lr > 0.0)) bad(where, "optim.lr", "must be positive");
-  if (!(c.optim.momentum >= 0.0 && c.optim.momentum < 1.0)) bad(where, "optim.momentum", "must be in [0, 1)");
-  require_at_least(where, "optim.weight_decay", c.optim.weight_decay, 0.0);
-  if (!(c.optim.beta1 >= 0.0 && c.optim.beta1 < 1.0)) bad(where, "optim.beta1", "must be in [0, 1)");
-  if (!(c.optim.beta2 >= 0.0 && c.optim.beta2 < 1.0)) bad(where, "optim.beta2", "must be in [0, 1)");
-  if (!(c.optim.eps > 0.0)) bad(where, "optim.eps", "must be positive");
-  require_at_least<std::int64_t>(where, "optim.warmup_steps", c.optim.warmup_steps, 0);
-  require_at_least(where, "optim.step_epochs", c.optim.step_epochs, 1);
-  require_at_least(where, "optim.min_lr", c.optim.min_lr, 0.0);
-  if (!(c.ddp.first_bucket_mb > 0.0)) bad(where, "ddp.first_bucket_mb", "must be positive");
-  if (!(c.ddp.bucket_mb > 0.0)) bad(where, "ddp.bucket_mb", "must be positive");
-  check_stated_rules(c, where);
-  if (c.run.dir.empty()) bad(where, "run.dir", "must not be empty");
-  require_at_least(where, "checkpoint.every_epochs", c.checkpoint.every_epochs, 0);
-  require_at_least<std::int64_t>(where, "checkpoint.every_steps", c.checkpoint.every_steps, 0);
-  require_at_least(where, "checkpoint.every_minutes", c.checkpoint.every_minutes, 0.0);
-  require_at_least(where, "checkpoint.keep", c.checkpoint.keep, 0);
-  require_at_least(where, "checkpoint.keep_every_epochs", c.checkpoint.keep_every_epochs, 0);
-  require_at_least(where, "dist.timeout_s", c.dist.timeout_s, 0.0);
-  if (c.data.train.empty()) bad(where, "data.train", "is required (shard directory, glob or file)");
+// The rules between keys, after every key passed its own range.
+void validate(Config& c, const Origin& origin) {
+  c.model.hidden_sizes = parse_widths(origin.of("model.hidden"), c.model.hidden);
+  if (c.model.classes == 1)
+    bad(origin.of("model.classes"), "model.classes",
+        "1 class cannot be told apart from anything; use at least 2, or 0 for the shards' num_classes");
+  if (c.optim.min_lr > c.optim.lr)
+    bad(origin.of("optim.min_lr"), "optim.min_lr",
+        "the final learning rate " + format_value(c.optim.min_lr) + " is above optim.lr = " + format_value(c.optim.lr));
+  // AdamW multiplies every weight by (1 - lr * weight_decay) each step: at 1 or more it zeroes or flips them.
+  if (c.optim.name == OptimizerKind::adamw && c.optim.lr * c.optim.weight_decay >= 1.0)
+    bad(origin.of("optim.weight_decay"), "optim.weight_decay",
+        "optim.lr x optim.weight_decay = " + format_value(c.optim.lr * c.optim.weight_decay) +
+            " must be below 1 for adamw (each step scales the weights by 1 - lr x weight_decay)");
+  check_stated_rules(c, [&origin](const std::string& key) { return origin.of(key); });
+  if (c.run.dir.empty()) bad(origin.of("run.dir"), "run.dir", "must not be empty");
+  if (c.data.train.empty()) bad(origin.of("data.train"), "data.train", "is required (shard directory, glob or file)");
 }
 
 }  // namespace
@@ -235,9 +300,17 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   } catch (const po::error& e) {
     throw InputError(std::string("command line: ") + e.what());
   }
+  std::set<std::string> from_command_line;
+  for (const auto& [key, value] : values)
+    if (!value.defaulted()) from_command_line.insert(key);
+  const Origin origin(path, from_command_line);
   if (!path.empty()) {
+    // A directory opens as an empty stream on Linux: it would train on all defaults.
+    struct stat info {};
+    if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+      throw InputError(path + ": is a directory, not an input file");
     std::ifstream file(path);
-    if (!file) throw InputError(path + ": cannot open input file");
+    if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");
     try {
       po::store(po::parse_config_file(file, schema.options(), false), values);
     } catch (const po::error& e) {
@@ -249,8 +322,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   } catch (const po::error& e) {
     throw InputError(where + ": " + e.what());
   }
-  schema.resolve_choices(where);
-  validate(config, where);
+  schema.resolve_choices(origin);
+  schema.check_ranges(origin);
+  validate(config, origin);
   config.source = path;
   config.resolved_ini = schema.to_ini();
   return config;

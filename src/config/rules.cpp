@@ -24,16 +24,16 @@ bool precision_fits(Precision precision, bool on_gpu) { return precision == Prec
 
 }  // namespace
 
-void check_stated_rules(const Config& c, const std::string& file) {
+void check_stated_rules(const Config& c, const std::function<std::string(const std::string&)>& source_of) {
   // Until set-up, `auto` may still become the GPU and NCCL: only what the file fixes can break a rule.
   const bool may_use_gpu = c.train.device != DeviceChoice::cpu;
   const DistBackend may_use = c.dist.backend == DistBackend::automatic ? DistBackend::nccl : c.dist.backend;
   if (!bucket_dtype_fits(c.ddp.allreduce_dtype, may_use))
-    refuse(file, "ddp.allreduce_dtype", "bf16 needs dist.backend = nccl (MPI has no bf16 sum)");
+    refuse(source_of("ddp.allreduce_dtype"), "ddp.allreduce_dtype", "bf16 needs dist.backend = nccl (MPI has no bf16 sum)");
   if (!nccl_fits(c.dist.backend, may_use_gpu))
-    refuse(file, "dist.backend", "nccl needs train.device = cuda (or auto on a GPU node)");
+    refuse(source_of("dist.backend"), "dist.backend", "nccl needs train.device = cuda (or auto on a GPU node)");
   if (!precision_fits(c.train.precision, may_use_gpu))
-    refuse(file, "train.precision",
+    refuse(source_of("train.precision"), "train.precision",
            std::string(name_of(c.train.precision)) + " needs train.device = cuda (the CPU computes in fp32)");
 }
 

@@ -2,16 +2,20 @@
 // read twice: once to count rows and check the column count, once to convert.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/memory.hpp"
 #include "mpiddp/data/shard_writer.hpp"
 
 namespace mpiddp {
 namespace {
+
+constexpr std::size_t kMaxLineBytes = std::size_t{1} << 30;
 
 class LineReader {
  public:
@@ -41,6 +45,9 @@ class LineReader {
       }
       line.append(start, end_ - pos_);
       pos_ = end_;
+      // A file without newlines (binary, or one giant row) would grow the line without bound.
+      if (line.size() > kMaxLineBytes)
+        throw InputError(path_ + ": a line longer than " + bytes_text(kMaxLineBytes) + " (not a CSV file?)");
     }
   }
 
@@ -98,6 +105,11 @@ class CsvSource final : public RowSource {
       ++rows_;
     }
     if (columns_ <= targets_) throw InputError(path + ": need at least one feature column before the label column(s)");
+    // The converter holds blocks of up to 4096 rows as floats: one block must fit in memory.
+    const double block = std::min<double>(static_cast<double>(rows_), 4096.0) * static_cast<double>(columns_) * 4;
+    if (const double memory = static_cast<double>(physical_memory_bytes()); memory > 0 && block > memory)
+      throw InputError(path + ": rows of " + std::to_string(columns_) + " columns are too large to convert (" +
+                       bytes_text(block) + " per block of rows, this machine has " + bytes_text(memory) + ")");
     reader_ = std::make_unique<LineReader>(path);
   }
   std::int64_t rows() const override { return rows_; }

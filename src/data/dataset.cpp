@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "mpiddp/common/error.hpp"
+#include "io/stored_extent.hpp"
 #include "shard.hpp"
 
 namespace mpiddp {
@@ -83,6 +86,23 @@ std::vector<hsize_t> dims_of(hid_t dataset) {
   return dims;
 }
 
+// Copies n floats (when dst is not null) and says whether all are finite, in one
+// pass over the source: a float is NaN or Inf exactly when its exponent bits are
+// all ones, and adding one to that exponent then carries into the sign bit. Plain
+// integer operations vectorise, so on Fashion-MNIST as float32 the check adds
+// about 60 ns to a 784-feature row's copy (README "Data set layout").
+bool copy_all_finite(float* dst, const void* src, std::size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
+  std::uint32_t carry = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    std::uint32_t bits;
+    std::memcpy(&bits, bytes + j * sizeof(bits), sizeof(bits));
+    if (dst) std::memcpy(dst + j, &bits, sizeof(bits));
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) == 0;
+}
+
 std::string type_name(hid_t dataset) {
   h5::Handle type(H5Dget_type(dataset), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.get());
@@ -127,12 +147,23 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
                      (kind_ == LabelKind::class_id ? "classification" : "regression"));
   if (kind_ == LabelKind::class_id && ldims.size() != 1) throw InputError(lwhere + " must be 1-D for classification");
 
+  // Before anything is sized from the extents: the file must hold what they declare.
+  h5::check_stored_extent(shard.features.get(), fdims, fwhere);
+  h5::check_stored_extent(shard.labels.get(), ldims, lwhere);
+
   const bool u8 = ftype == "uint8";
   const double scale = u8 ? h5::read_double_attribute(shard.features.get(), "scale", fwhere) : 1.0;
+  if (!(std::isfinite(scale) && scale > 0.0))
+    throw InputError(fwhere + ": attribute 'scale' is " + std::to_string(scale) + ", not a positive finite number");
   const std::size_t tdim = ldims.size() == 2 ? ldims[1] : 1;
   int classes = 0;
-  if (h5::has_attribute(shard.labels.get(), "num_classes"))
-    classes = static_cast<int>(h5::read_int_attribute(shard.labels.get(), "num_classes", lwhere));
+  if (kind_ == LabelKind::class_id && h5::has_attribute(shard.labels.get(), "num_classes")) {
+    const std::int64_t declared = h5::read_int_attribute(shard.labels.get(), "num_classes", lwhere);
+    if (declared < 2 || declared > INT_MAX)
+      throw InputError(lwhere + ": attribute num_classes is " + std::to_string(declared) +
+                       (declared < 2 ? " (a classifier needs at least 2 classes)" : " (too many classes)"));
+    classes = static_cast<int>(declared);
+  }
   if (first) {
     feature_dim_ = fdims[1];
     stored_uint8_ = u8;
@@ -205,6 +236,16 @@ void ShardedDataset::check_not_truncated(const Shard& shard) const {
     throw InputError(shard.path + ": shard was truncated or replaced while training");
 }
 
+// NaN or Inf in the data would surface as a "non-finite loss" at some later step,
+// naming neither file nor row: it is refused where it is read.
+void ShardedDataset::refuse_nonfinite(const float* values, const Shard& shard, std::size_t row,
+                                      const char* what) const {
+  std::size_t j = 0;
+  while (std::isfinite(values[j])) ++j;
+  throw InputError(shard.path + ": row " + std::to_string(row) + ": " + what + " " + std::to_string(j) + " is " +
+                   (std::isnan(values[j]) ? "NaN" : values[j] > 0 ? "+Inf" : "-Inf"));
+}
+
 void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch& out) {
   const std::size_t n = indices.size();
   const float scale = static_cast<float>(scale_);
@@ -227,8 +268,9 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
       const unsigned char* src = base + shard.mapping.features_offset + row * feature_dim_;
       for (std::size_t j = 0; j < feature_dim_; ++j) dst[j] = static_cast<float>(src[j]) * scale;
     } else {
-      std::memcpy(dst, base + shard.mapping.features_offset + row * feature_dim_ * sizeof(float),
-                  feature_dim_ * sizeof(float));
+      if (!copy_all_finite(dst, base + shard.mapping.features_offset + row * feature_dim_ * sizeof(float),
+                           feature_dim_))
+        refuse_nonfinite(dst, shard, row, "feature");
     }
     if (kind_ == LabelKind::class_id) {
       std::int32_t label;
@@ -238,8 +280,9 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
                          " outside [0, " + std::to_string(classes_) + ")");
       out.class_ids[p] = label;
     } else {
-      std::memcpy(out.targets.row(p), base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float),
-                  target_dim_ * sizeof(float));
+      float* targets = out.targets.row(p);
+      if (!copy_all_finite(targets, base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float), target_dim_))
+        refuse_nonfinite(targets, shard, row, "regression target");
     }
   }
 }
@@ -322,6 +365,17 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
       if (H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, target) < 0)
         throw InputError(shard.path + ": cannot read dataset '" + (which == 0 ? features_name_ : labels_name_) +
                          "' (file truncated or damaged?)");
+    }
+    for (std::size_t k = done; k < end; ++k) {
+      const auto row = static_cast<std::size_t>(unique_rows[k] - shard.first);
+      if (!stored_uint8_) {
+        const float* features = reinterpret_cast<const float*>(raw_.data()) + k * feature_dim_;
+        if (!copy_all_finite(nullptr, features, feature_dim_)) refuse_nonfinite(features, shard, row, "feature");
+      }
+      if (kind_ == LabelKind::target) {
+        const float* targets = raw_targets_.data() + k * target_dim_;
+        if (!copy_all_finite(nullptr, targets, target_dim_)) refuse_nonfinite(targets, shard, row, "regression target");
+      }
     }
     if (kind_ == LabelKind::class_id && classes_ > 0) {
       for (std::size_t k = done; k < end; ++k) {

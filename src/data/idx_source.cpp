@@ -1,10 +1,15 @@
 // IDX files (the MNIST / Fashion-MNIST format): a big-endian header of magic and
 // dimensions, then raw uint8 values. Read through zlib, so .gz and plain work.
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/memory.hpp"
 #include "mpiddp/data/shard_writer.hpp"
 
 namespace mpiddp {
@@ -27,6 +32,15 @@ class GzFile {
   }
   const std::string& path() const { return path_; }
 
+  // The most bytes this file can deliver: its size if plain, and deflate's best
+  // compression ratio (1032:1) times its size if gzip.
+  double max_payload() const {
+    struct stat info {};
+    if (::stat(path_.c_str(), &info) != 0) throw InputError(path_ + ": cannot stat (" + std::strerror(errno) + ")");
+    const double size = static_cast<double>(info.st_size);
+    return gzdirect(file_) ? size : size * 1032.0;
+  }
+
  private:
   std::string path_;
   gzFile file_;
@@ -40,21 +54,40 @@ class IdxSource final : public RowSource {
       throw InputError(images + ": not an IDX uint8 image file (magic " + std::to_string(image_magic) + ")");
     const int dims = static_cast<int>(image_magic & 0xff);
     rows_ = images_.read_be32();
-    dim_ = 1;
+    double dim = 1;  // a double first: a hostile header's product may not fit in 64 bits
+    std::string shape_text;
     for (int d = 1; d < dims; ++d) {
       const std::uint32_t extent = images_.read_be32();
       shape_.push_back(extent);
-      dim_ *= extent;
+      dim *= extent;
+      shape_text += (shape_text.empty() ? "" : " x ") + std::to_string(extent);
     }
     if (labels_.read_be32() != 0x00000801u) throw InputError(labels + ": not an IDX uint8 label file");
     const std::int64_t label_rows = labels_.read_be32();
     if (label_rows != rows_)
       throw InputError(labels + ": " + std::to_string(label_rows) + " labels for " + std::to_string(rows_) + " images in " + images);
+    check_declared_size(images_, static_cast<double>(rows_) * dim,
+                        std::to_string(rows_) + " images of " + shape_text);
+    check_declared_size(labels_, static_cast<double>(rows_), std::to_string(rows_) + " labels");
+    // The converter reads blocks of rows: one block must fit in memory too.
+    const double block = std::min<double>(static_cast<double>(rows_), 4096.0) * dim;
+    if (const double memory = static_cast<double>(physical_memory_bytes()); memory > 0 && block > memory)
+      throw InputError(images + ": images of " + shape_text + " are too large to convert (" + bytes_text(block) +
+                       " per block of rows, this machine has " + bytes_text(memory) + ")");
+    dim_ = static_cast<std::size_t>(dim);
   }
   std::int64_t rows() const override { return rows_; }
   std::size_t feature_dim() const override { return dim_; }
   std::size_t target_dim() const override { return 1; }
   bool class_labels() const override { return true; }
+  // Refuses a header that declares more data than its file can hold, before any
+  // buffer is sized from it.
+  static void check_declared_size(const GzFile& file, double payload, const std::string& what) {
+    const double most = file.max_payload();
+    if (payload > most)
+      throw InputError(file.path() + ": declares " + what + " (" + bytes_text(payload) +
+                       "), more than the file can hold (at most " + bytes_text(most) + ")");
+  }
   bool uint8_features() const override { return true; }
   std::vector<std::int64_t> sample_shape() const override { return shape_; }
 

@@ -36,13 +36,13 @@ std::vector<std::int64_t> distributed_sampler_indices(const SamplerOptions& o) {
     std::iota(order.begin(), order.end(), std::int64_t{0});
   }
   const std::int64_t per_rank = samples_per_rank(o.size, o.world, o.drop_last);
-  const std::int64_t total = per_rank * o.world;
-  // Pad by cycling from the front (the dataset may be smaller than the padding).
-  for (std::int64_t i = o.size; i < total; ++i) order.push_back(order[static_cast<std::size_t>(i % o.size)]);
-  order.resize(static_cast<std::size_t>(total));
+  // PyTorch pads the order to per_rank x world by cycling from the front (the data
+  // set may be smaller than the padding): position i of the padded order is
+  // order[i mod size], so the padding is never built (a huge world would size it).
   std::vector<std::int64_t> mine;
   mine.reserve(static_cast<std::size_t>(per_rank));
-  for (std::int64_t i = o.rank; i < total; i += o.world) mine.push_back(order[static_cast<std::size_t>(i)]);
+  for (std::int64_t k = 0, i = o.rank; k < per_rank; ++k, i += o.world)
+    mine.push_back(order[static_cast<std::size_t>(i % o.size)]);
   return mine;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
+#include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace mpiddp {
@@ -75,9 +76,8 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
     const std::string path = out_dir + "/" + shard_name(prefix, s, shards);
     const std::string temp = path + ".tmp";
     written.push_back(temp);
-    h5::Handle file(h5::check_id<RuntimeError>(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                                               temp + ": cannot create shard"),
-                    H5Fclose);
+    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file) throw RuntimeError(temp + ": cannot create shard (" + h5::why_not_creatable(temp) + ")");
     h5::Handle features = create_dataset(file.get(), "features", u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE, {rows, dim}, path);
     h5::Handle labels = classes ? create_dataset(file.get(), "labels", H5T_STD_I32LE, {rows}, path)
                         : tdim == 1 ? create_dataset(file.get(), "labels", H5T_IEEE_F32LE, {rows}, path)

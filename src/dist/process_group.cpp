@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 
 namespace mpiddp {
@@ -45,7 +46,7 @@ void ProcessGroup::abort_job(int exit_code) {
 
 void report_error(int rank, const std::string& message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, message.c_str());
+  std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, printable(message).c_str());
   std::fflush(stderr);
 }
 

@@ -8,6 +8,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/train/memory_budget.hpp"
 #include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_directory.hpp"
 #include "mpiddp/train/same_settings.hpp"
@@ -46,14 +47,14 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
   check_same_settings(comm, config, resume);
   blas_threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(blas_threads);
-  open_data();
+  open_data(group.local_size());
   compute = setup_compute(config, group);
   build_model();
   restore(resume);
   plan = plan_steps(config, train_data->size(), comm.size());
 }
 
-void TrainingSession::open_data() {
+void TrainingSession::open_data(int ranks_on_node) {
   const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
   agree_or_fail(comm, [&] {
     train_data.emplace(config.data.train, config.data.features, config.data.labels, label_kind);
@@ -69,15 +70,22 @@ void TrainingSession::open_data() {
                          std::to_string(train_data->target_dim()));
     }
     if (classification) {
-      int classes = config.model.classes > 0 ? config.model.classes : train_data->declared_classes();
-      if (classes < 2)
-        throw InputError("model.classes: number of classes unknown (shards carry no num_classes attribute); set it");
+      // A declared num_classes below 2 was refused when the shard was opened.
+      const int declared = train_data->declared_classes();
+      if (test_data && test_data->declared_classes() > 0 && declared > 0 && test_data->declared_classes() != declared)
+        throw InputError(config.data.test + ": num_classes " + std::to_string(test_data->declared_classes()) +
+                         ", but " + config.data.train + " has " + std::to_string(declared));
+      const int classes = config.model.classes > 0 ? config.model.classes : declared;
+      if (classes == 0)
+        throw InputError(config.data.train + ": the shards carry no num_classes attribute; set model.classes");
       train_data->set_classes(classes);
       if (test_data) test_data->set_classes(classes);
       outputs = static_cast<std::size_t>(classes);
     } else {
       outputs = train_data->target_dim();
     }
+    check_memory_budget(config,
+                        {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train});
     if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)
       throw InputError(config.data.train + ": " + std::to_string(train_data->size()) + " samples cannot feed " +
                        std::to_string(comm.size()) + " ranks with data.drop_last");

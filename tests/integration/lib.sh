@@ -92,11 +92,12 @@ run_ranks() {
 
 # expect_error NAME RANKS "expected text" mpiddp-args...
 # The job must exit non-zero within the time limit (no hang), and print exactly
-# one "mpiddp: error:" line, which contains the expected text.
+# one "mpiddp: error:" line, which contains the expected text. EXPECT_RC is its exit code.
 expect_error() {
   local name=$1 ranks=$2 expected=$3; shift 3
   local out=$WORK/$name.out rc=0
   timeout 60 "$MPIEXEC" -n "$ranks" "$MPIDDP" "$@" >"$out" 2>&1 || rc=$?
+  EXPECT_RC=$rc
   local lines
   lines=$(grep -c "^mpiddp: error:" "$out" || true)
   if [ "$rc" -eq 0 ]; then fail "$name: exit code 0"; return; fi

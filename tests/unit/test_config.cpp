@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/config/config.hpp"
 
 using namespace mpiddp;
@@ -98,7 +99,7 @@ TEST_CASE("the allowed values are listed as before", "[config]") {
   CHECK(choice_list<Precision>() == "fp32 | tf32 | bf16");
   CHECK_THAT(error_of("[data]\ntrain = x\n[optim]\nname = rmsprop\n"),
              Catch::EndsWith(": key 'optim.name': 'rmsprop' is not one of sgd | adamw"));
-  // An override is checked like a file value, and the file is still named.
+  // An override is checked like a file value, and named as the command line.
   CHECK_THAT(error_of("[data]\ntrain = x\n", {"--train.device", "gpu"}),
              Catch::Contains("key 'train.device': 'gpu' is not one of auto | cpu | cuda"));
 }
@@ -126,4 +127,85 @@ TEST_CASE("the resolved input file reads back as section.key values", "[config]"
   CHECK(values.at("optim.lr") == "0.2");
   CHECK(values.at("train.batch_size") == "64");
   CHECK(values.count("lr") == 0);
+}
+
+TEST_CASE("values that parse but cannot be meant are refused naming the key", "[config]") {
+  const std::string base = "[data]\ntrain = x\n";
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"optim.lr", "inf", "key 'optim.lr': must be a finite number, got inf"},
+      {"optim.lr", "nan", "key 'optim.lr': must be a finite number, got nan"},
+      {"optim.lr", "-0.1", "key 'optim.lr': must be in (0, 1000], got -0.1"},
+      {"optim.lr", "0", "key 'optim.lr': must be in (0, 1000], got 0"},
+      {"optim.gamma", "-0.5", "key 'optim.gamma': must be in (0, 1], got -0.5"},
+      {"optim.gamma", "0", "key 'optim.gamma': must be in (0, 1]"},
+      {"optim.gamma", "1.5", "key 'optim.gamma': must be in (0, 1]"},
+      {"optim.min_lr", "-1", "key 'optim.min_lr': must be at least 0, got -1"},
+      {"optim.min_lr", "0.5", "key 'optim.min_lr': the final learning rate 0.5 is above optim.lr = 0.01"},
+      {"optim.momentum", "1", "key 'optim.momentum': must be in [0, 1), got 1"},
+      {"optim.momentum", "nan", "key 'optim.momentum': must be a finite number"},
+      {"optim.beta1", "-0.1", "key 'optim.beta1': must be in [0, 1)"},
+      {"optim.beta2", "1", "key 'optim.beta2': must be in [0, 1)"},
+      {"optim.eps", "0", "key 'optim.eps': must be in (0, 1]"},
+      {"optim.eps", "inf", "key 'optim.eps': must be a finite number"},
+      {"optim.weight_decay", "-1e-4", "key 'optim.weight_decay': must be at least 0"},
+      {"optim.weight_decay", "inf", "key 'optim.weight_decay': must be a finite number"},
+      {"optim.warmup_steps", "-5", "key 'optim.warmup_steps': must be at least 0, got -5"},
+      {"optim.step_epochs", "0", "key 'optim.step_epochs': must be at least 1, got 0"},
+      {"model.dropout", "1", "key 'model.dropout': must be in [0, 1), got 1"},
+      {"model.dropout", "nan", "key 'model.dropout': must be a finite number"},
+      {"model.classes", "1", "key 'model.classes': 1 class cannot be told apart"},
+      {"model.classes", "-3", "key 'model.classes': must be at least 0"},
+      {"data.prefetch", "0", "key 'data.prefetch': must be in [1, 1000], got 0"},
+      {"train.threads", "5000", "key 'train.threads': must be in [0, 1024], got 5000"},
+      {"train.max_steps", "-1", "key 'train.max_steps': must be at least 0"},
+      {"ddp.bucket_mb", "0", "key 'ddp.bucket_mb': must be in (0, 65536], got 0"},
+      {"ddp.first_bucket_mb", "1e300", "key 'ddp.first_bucket_mb': must be in (0, 65536]"},
+      {"ddp.bucket_mb", "-inf", "key 'ddp.bucket_mb': must be a finite number, got -inf"},
+      {"dist.timeout_s", "inf", "key 'dist.timeout_s': must be a finite number"},
+      {"dist.timeout_s", "-1", "key 'dist.timeout_s': must be in [0, 1e+07], got -1"},
+      {"checkpoint.every_minutes", "nan", "key 'checkpoint.every_minutes': must be a finite number"},
+      {"checkpoint.keep", "-1", "key 'checkpoint.keep': must be at least 0"},
+      {"debug.fail_rank", "-2", "key 'debug.fail_rank': must be at least -1"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.key << " = " << c.value);
+    const std::string key(c.key), section = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
+    const std::string in_file = error_of(base + "[" + section + "]\n" + name + " = " + c.value + "\n");
+    CHECK_THAT(in_file, Catch::StartsWith("/tmp/mpiddp-config-") && Catch::Contains(c.expected));
+    // The same value on the command line names the command line, although a file was given.
+    CHECK_THAT(error_of(base, {"--" + key, c.value}),
+               Catch::StartsWith("command line: ") && Catch::Contains(c.expected));
+  }
+  // AdamW scales the weights by 1 - lr x weight_decay every step.
+  CHECK_THAT(error_of(base + "[optim]\nname = adamw\nlr = 0.5\nweight_decay = 2\n"),
+             Catch::Contains("key 'optim.weight_decay': optim.lr x optim.weight_decay = 1 must be below 1"));
+}
+
+TEST_CASE("the edges of the ranges are accepted", "[config]") {
+  const Config c = load_config("", {"--data.train", "x", "--optim.gamma", "1", "--optim.lr", "0.5", "--optim.min_lr",
+                                    "0.5", "--model.dropout", "0.99", "--optim.momentum", "0.999", "--dist.timeout_s",
+                                    "0", "--model.classes", "2", "--train.threads", "1024"});
+  CHECK(c.optim.gamma == 1.0);
+  CHECK(c.optim.min_lr == c.optim.lr);
+  CHECK(load_config("", {"--data.train", "x", "--optim.name", "adamw", "--optim.weight_decay", "0.5"}).optim.weight_decay == 0.5);
+}
+
+TEST_CASE("a directory as the input file is refused", "[config]") {
+  CHECK_THROWS_WITH(load_config("/tmp", {}), "/tmp: is a directory, not an input file");
+}
+
+TEST_CASE("error text from files is made printable and short", "[config]") {
+  CHECK(printable("plain text, 42%") == "plain text, 42%");
+  CHECK(printable(std::string("a\x1b[2Jb\0c\x7f", 9)) == "a\\x1b[2Jb\\x00c\\x7f");
+  CHECK(printable("caf\xc3\xa9 \xff\xc3") == "caf\xc3\xa9 \\xff\\xc3");  // UTF-8 kept, stray bytes escaped
+  CHECK(printable("\xc2\x9b" "2J") == "\\xc2\\x9b" "2J");  // C1 control (CSI) in UTF-8 form
+  CHECK(printable("\xff\x80\x81 \xf5\x80\x80\x80") == "\\xff\\x80\\x81 \\xf5\\x80\\x80\\x80");  // never UTF-8 leads
+  const std::string long_text(5000, 'x');
+  CHECK_THAT(printable(long_text), Catch::StartsWith(std::string(kMaxMessageBytes, 'x') + " ... (4000 more bytes)"));
+  CHECK(printable(long_text).size() < kMaxMessageBytes + 40);
 }

@@ -68,3 +68,10 @@ TEST_CASE("epochs and seeds change the order; no shuffle keeps it", "[sampler]")
   CHECK(sample(100, 2, 0, 1, 0, false) == sample(100, 2, 0, 1, 0, false));
   CHECK(sample(10, 2, 1, 1, 5, false, false) == Indices{1, 3, 5, 7, 9});
 }
+
+TEST_CASE("a world far larger than the data set allocates only the rank's share", "[sampler]") {
+  // Padding to per_rank x world is never built: 2e9 ranks of a 10-sample set.
+  const Indices all = sample(10, 1, 0, 3, 0, false);
+  CHECK(sample(10, 2000000000, 5, 3, 0, false) == Indices{all[5]});
+  CHECK(sample(10, 2000000000, 1999999999, 3, 0, false) == Indices{all[1999999999 % 10]});
+}

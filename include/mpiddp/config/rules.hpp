@@ -5,14 +5,16 @@
 // where `auto` may still become either choice (the message names the file and
 // the key), and by setup_compute once `auto` has become a device and a backend.
 // Every check throws InputError with the message of the broken rule.
+#include <functional>
 #include <string>
 
 #include "mpiddp/config/config.hpp"
 
 namespace mpiddp {
 
-// load_config: `file` is the input file ("command line" without one).
-void check_stated_rules(const Config& config, const std::string& file);
+// load_config: `source_of(key)` is where that key's value came from (the input
+// file, or "command line" for an override or without a file).
+void check_stated_rules(const Config& config, const std::function<std::string(const std::string&)>& source_of);
 
 // setup_compute: `backend` is mpi or nccl; `cpu_reason` says why the job trains
 // on the CPU when `on_gpu` is false.

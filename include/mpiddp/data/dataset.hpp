@@ -41,6 +41,7 @@ class ShardedDataset {
   void map_shard(Shard& shard);
   void read_mapped(const std::vector<std::int64_t>& indices, Batch& out);
   void check_not_truncated(const Shard& shard) const;
+  [[noreturn]] void refuse_nonfinite(const float* values, const Shard& shard, std::size_t row, const char* what) const;
   bool all_mapped_ = true;
   std::vector<Shard> shards_;
   std::string features_name_, labels_name_;

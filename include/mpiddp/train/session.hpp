@@ -60,7 +60,7 @@ class TrainingSession {
   StepPlan plan;
 
  private:
-  void open_data();
+  void open_data(int ranks_on_node);
   void build_model();
   void restore(const std::string& resume);
 };

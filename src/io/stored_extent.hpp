@@ -1,0 +1,21 @@
+#pragma once
+// A dataset's header declares its extent; a hostile or half-written file can
+// declare far more than it stores (2e9 features in a few bytes). Before anything
+// is sized from the extent, check that the file really holds that much data.
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+namespace mpiddp::h5 {
+
+// Throws InputError naming `where` and the declared extent when the dataset's
+// storage is missing or partial: a contiguous dataset with fewer bytes than its
+// extent needs, or a chunked one with chunks never written. Compact and virtual
+// layouts are accepted as they are.
+void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where);
+
+// "4 x 2000000000": an extent for messages.
+std::string extent_text(const std::vector<hsize_t>& dims);
+
+}  // namespace mpiddp::h5

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Hostile input, part B: values that parse but cannot be meant, sizes declared
+# far beyond what a file holds or a node can hold, and the messages for them.
+# Each is refused up front with exit 2 and one "mpiddp: error:" line (from one
+# rank) that names the file or key; never std::bad_alloc, a hang or exit 0.
+source "$(dirname "$0")/lib.sh"
+require_python_modules h5py numpy
+
+# expect_input_error NAME RANKS TEXT ARGS...: expect_error, and the exit code of bad input (2).
+expect_input_error() {
+  expect_error "$@"
+  [ "${EXPECT_RC:-0}" = 2 ] || fail "$1: exit ${EXPECT_RC:-?}, expected 2 (bad input)"
+  ! grep -q "bad_alloc" "$WORK/$1.out" || fail "$1: std::bad_alloc"
+}
+
+make_blobs_shards "$WORK/good" 200 1 2
+base=(train --data.train "$WORK/good" --train.epochs 1 --run.dir "$WORK/run")
+
+# ---- the input file itself ----
+expect_input_error ini-is-directory 2 "$WORK: is a directory, not an input file" train "$WORK"
+touch "$WORK/file"
+expect_input_error ini-below-a-file 2 "$WORK/file/x.ini: cannot open input file (Not a directory)" train "$WORK/file/x.ini"
+# Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun).
+mkdir -p "$WORK/pub" && write_ini "$WORK/pub/secret.ini" "data.train=$WORK/good"
+chmod 000 "$WORK/pub/secret.ini"; chmod 755 "$WORK" "$WORK/pub"
+as_nobody() { timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp "$@"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && as_nobody "$MPIDDP" version >/dev/null 2>&1; then
+  rc=0; out=$(timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
+                "$MPIDDP" train "$WORK/pub/secret.ini" 2>&1) || rc=$?
+  [ "$rc" = 2 ] && [[ $out == *"$WORK/pub/secret.ini: cannot open input file (Permission denied)"* ]] \
+    && pass "unreadable input file: $out" || fail "unreadable input file: exit $rc: $out"
+else
+  echo "note: unreadable input file not tried (needs root, setpriv, and $MPIDDP runnable by user nobody)"
+fi
+
+# ---- values that parse but cannot be meant: named with the source they came from ----
+write_ini "$WORK/lr-inf.ini" "data.train=$WORK/good" "optim.lr=inf"
+expect_input_error lr-inf-in-file 2 "$WORK/lr-inf.ini: key 'optim.lr': must be a finite number, got inf" train "$WORK/lr-inf.ini"
+write_ini "$WORK/ok.ini" "data.train=$WORK/good" "train.epochs=1" "run.dir=$WORK/run"
+expect_input_error lr-nan-on-command-line 2 "command line: key 'optim.lr': must be a finite number, got nan" \
+  train "$WORK/ok.ini" --optim.lr nan
+expect_input_error lr-negative 2 "key 'optim.lr': must be in (0, 1000], got -0.1" "${base[@]}" --optim.lr -0.1
+write_ini "$WORK/gamma.ini" "data.train=$WORK/good" "optim.schedule=step" "optim.gamma=-0.5"
+expect_input_error gamma-negative 2 "$WORK/gamma.ini: key 'optim.gamma': must be in (0, 1], got -0.5" train "$WORK/gamma.ini"
+# The file's value is fine, the override is not: the command line is blamed, not the file.
+expect_input_error gamma-override 2 "command line: key 'optim.gamma': must be in (0, 1], got 2" \
+  train "$WORK/gamma.ini" --optim.gamma 2
+write_ini "$WORK/minlr.ini" "data.train=$WORK/good" "optim.schedule=cosine" "optim.lr=0.1" "optim.min_lr=0.5"
+expect_input_error min-lr-above-lr 2 "$WORK/minlr.ini: key 'optim.min_lr': the final learning rate 0.5 is above optim.lr = 0.1" \
+  train "$WORK/minlr.ini"
+expect_input_error momentum-one 2 "key 'optim.momentum': must be in [0, 1), got 1" "${base[@]}" --optim.momentum 1
+expect_input_error timeout-inf 2 "key 'dist.timeout_s': must be a finite number, got inf" "${base[@]}" --dist.timeout_s inf
+expect_input_error bucket-huge 2 "key 'ddp.bucket_mb': must be in (0, 65536], got 1e+300" "${base[@]}" --ddp.bucket_mb 1e300
+expect_input_error one-class 2 "key 'model.classes': 1 class cannot be told apart" "${base[@]}" --model.classes 1
+
+# ---- shards that declare more than they hold, and NaN/Inf in the data ----
+"$PYTHON" - "$WORK" <<'PY' || fail "writing hostile shards (h5py)"
+import os, sys, h5py, numpy as np
+w = sys.argv[1]
+def shard(path, x=None, y=None, classes=3, xshape=None, yshape=None, gz=False, write_rows=None):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    opts = dict(chunks=True, compression="gzip") if gz else {}
+    with h5py.File(path, "w") as f:
+        if x is None:  # declared only: nothing (or only write_rows rows) written
+            d = f.create_dataset("features", xshape, dtype="f4", **opts)
+            if write_rows: d[:write_rows] = 1
+        else:
+            f.create_dataset("features", data=x, **opts)
+        l = f.create_dataset("labels", yshape, dtype=y) if isinstance(y, str) else f.create_dataset("labels", data=y, **opts)
+        if classes is not None: l.attrs["num_classes"] = classes
+rng = np.random.default_rng(0)
+x, y = rng.random((64, 8), dtype=np.float32), rng.integers(0, 3, 64).astype(np.int32)
+shard(f"{w}/wide/a.h5", y="i4", xshape=(4, 2_000_000_000), yshape=(4,))
+shard(f"{w}/tall/a.h5", y="i4", xshape=(2_000_000_000, 8), yshape=(2_000_000_000,), gz=True)
+shard(f"{w}/partial/a.h5", y=np.zeros(100_000, np.int32), xshape=(100_000, 8), gz=True, write_rows=5000)
+bad = x.copy(); bad[37, 5] = np.nan
+shard(f"{w}/nan/a.h5", bad, y)                 # contiguous: read through the memory map
+shard(f"{w}/nan-gz/a.h5", bad, y, gz=True)     # compressed: read through HDF5
+t = rng.random((64, 2), dtype=np.float32); t[50, 1] = np.inf
+shard(f"{w}/inf-target/a.h5", x, t, classes=None)
+shard(f"{w}/classes0/a.h5", x, y, classes=0)
+shard(f"{w}/classes1/a.h5", x, y, classes=1)
+shard(f"{w}/noclasses/a.h5", x, y, classes=None)
+shard(f"{w}/classes5/a.h5", x, y, classes=5)
+PY
+expect_input_error shard-2e9-features 2 "$WORK/wide/a.h5: dataset 'features' declares 4 x 2000000000 values (32000000000 bytes) but stores only 0 bytes" \
+  train --data.train "$WORK/wide" --run.dir "$WORK/run"
+expect_input_error shard-2e9-rows 2 "$WORK/tall/a.h5: dataset 'features' declares 2000000000 x 8 values in" \
+  train --data.train "$WORK/tall" --run.dir "$WORK/run"
+expect_input_error shard-written-in-part 2 "$WORK/partial/a.h5: dataset 'features' declares 100000 x 8 values in" \
+  train --data.train "$WORK/partial" --run.dir "$WORK/run"
+expect_input_error nan-feature 2 "$WORK/nan/a.h5: row 37: feature 5 is NaN" \
+  train --data.train "$WORK/nan" --run.dir "$WORK/run" --train.batch_size 8
+expect_input_error nan-feature-hdf5-path 2 "$WORK/nan-gz/a.h5: row 37: feature 5 is NaN" \
+  train --data.train "$WORK/nan-gz" --run.dir "$WORK/run" --train.batch_size 8
+expect_input_error inf-target 2 "$WORK/inf-target/a.h5: row 50: regression target 1 is +Inf" \
+  train --data.train "$WORK/inf-target" --data.task regression --run.dir "$WORK/run" --train.batch_size 8
+expect_input_error num-classes-0 2 "$WORK/classes0/a.h5: dataset 'labels': attribute num_classes is 0 (a classifier needs at least 2" \
+  train --data.train "$WORK/classes0" --run.dir "$WORK/run"
+expect_input_error num-classes-1 2 "$WORK/classes1/a.h5: dataset 'labels': attribute num_classes is 1 (a classifier needs at least 2" \
+  train --data.train "$WORK/classes1" --run.dir "$WORK/run"
+expect_input_error no-num-classes 2 "$WORK/noclasses: the shards carry no num_classes attribute; set model.classes" \
+  train --data.train "$WORK/noclasses" --run.dir "$WORK/run"
+expect_input_error test-classes-differ 2 "$WORK/classes5: num_classes 5, but $WORK/nan has 3" \
+  train --data.train "$WORK/nan" --data.test "$WORK/classes5" --run.dir "$WORK/run"
+
+# ---- sizes the node cannot hold: refused before allocating ----
+expect_input_error hidden-too-wide 2 "model.hidden = '2000000000'" "${base[@]}" --model.hidden 2000000000
+grep -q "more than its .* of memory" "$WORK/hidden-too-wide.out" || fail "hidden-too-wide: no memory comparison"
+expect_input_error batch-too-large 2 "train.batch_size = 2000000000" "${base[@]}" --train.batch_size 2000000000
+expect_input_error sampler-too-large 1 "--size 100000000000: the sampler would need" inspect sampler --size 100000000000
+rc=0; out=$(timeout 60 "$MPIDDP" inspect sampler --size 10 --world 2000000000 --rank 1999999999 2>&1) || rc=$?
+[ "$rc" = 0 ] && [[ $out =~ ^[0-9]$ ]] && pass "inspect sampler --world 2000000000: '$out'" \
+  || fail "inspect sampler --world 2000000000: exit $rc: $(echo "$out" | head -c 300)"
+# IDX headers declaring 100000 images of 100000 x 100000, gzip and plain.
+"$PYTHON" - "$WORK" <<'PY' || fail "writing hostile IDX files"
+import gzip, struct, sys
+w = sys.argv[1]
+header = struct.pack(">IIII", 0x803, 100000, 100000, 100000)
+with gzip.open(f"{w}/big-images.gz", "wb") as f: f.write(header + bytes(1000))
+open(f"{w}/big-images", "wb").write(header + bytes(1000))
+with gzip.open(f"{w}/labels.gz", "wb") as f: f.write(struct.pack(">II", 0x801, 100000) + bytes(100000))
+with gzip.open(f"{w}/few-images.gz", "wb") as f: f.write(struct.pack(">IIII", 0x803, 100000, 2, 2) + bytes(400000))
+open(f"{w}/few-labels", "wb").write(struct.pack(">II", 0x801, 100000) + bytes(10))
+PY
+expect_input_error idx-huge-gz 1 "$WORK/big-images.gz: declares 100000 images of 100000 x 100000 (909 TiB), more than the file can hold" \
+  shard --format idx --images "$WORK/big-images.gz" --labels "$WORK/labels.gz" --out "$WORK/idx"
+expect_input_error idx-huge-plain 1 "$WORK/big-images: declares 100000 images of 100000 x 100000" \
+  shard --format idx --images "$WORK/big-images" --labels "$WORK/labels.gz" --out "$WORK/idx"
+expect_input_error idx-labels-short 1 "$WORK/few-labels: declares 100000 labels" \
+  shard --format idx --images "$WORK/few-images.gz" --labels "$WORK/few-labels" --out "$WORK/idx"
+[ ! -e "$WORK/idx" ] || [ -z "$(ls -A "$WORK/idx")" ] && pass "refused IDX conversions wrote nothing" || fail "files left in $WORK/idx"
+
+# A checkpoint whose header declares 4e12 bytes: inspect refuses it before reading.
+"$PYTHON" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['format_version'] = 4; f.create_dataset('model/w', (100000, 100000, 100), 'f4')" \
+  "$WORK/hostile-ckpt.h5" || fail "writing a hostile checkpoint"
+expect_input_error inspect-hostile-checkpoint 1 "$WORK/hostile-ckpt.h5: dataset 'model/w' declares 100000 x 100000 x 100 values" \
+  inspect checkpoint "$WORK/hostile-ckpt.h5"
+# Benchmarks' sizes are arguments too.
+expect_input_error bench-batch-negative 1 "--batch must be at least 1, got -1" bench gemm --batch -1
+expect_input_error bench-batch-huge 1 "bench gemm: 784 features with model.hidden = '256,128' and train.batch_size = 2000000000 need about" \
+  bench gemm --batch 2000000000
+expect_input_error bench-seconds-nan 1 "--seconds must be in (0, 3600], got nan" bench gemm --seconds nan
+expect_input_error bench-mlp-steps 2 "--steps must be at least 1" bench mlp --steps 0
+expect_input_error bench-mlp-huge 2 "bench mlp: 784 features" bench mlp --batch 2000000000
+
+# ---- messages ----
+# One prefix everywhere.
+expect_input_error shard-prefix 1 "--format must be idx or csv" shard --format parquet --out "$WORK/x"
+expect_input_error inspect-prefix 1 "unknown inspect target" inspect nothing
+! grep -h "mpiddp shard: error\|mpiddp inspect: error" "$WORK"/*.out >/dev/null && pass "no old error prefixes" || fail "an old error prefix"
+# Raw bytes of a bad file never reach the terminal.
+{ printf '\033[2J\033]0;title\007\302\233 '; "$PYTHON" -c 'import sys; sys.stdout.buffer.write(bytes(range(128, 256)) * 20)'
+  printf ' = 1\n'; } > "$WORK/binary.ini"
+expect_input_error binary-input-file 2 "$WORK/binary.ini" train "$WORK/binary.ini"
+line=$(grep -a "^mpiddp: error:" "$WORK/binary-input-file.out" || true)
+# This file holds no valid UTF-8 text (its one UTF-8 sequence is the C1 control CSI): no byte above 0x7f may pass.
+! LC_ALL=C grep -aq $'[[:cntrl:]]\|[\x80-\xff]' <<<"$line" && pass "binary input: only printable ASCII in the error line" \
+  || fail "binary input: raw bytes in the error line"
+[ "${#line}" -le 1200 ] && pass "binary input: error line of ${#line} characters" || fail "binary input: error line of ${#line} characters"
+# Permission problems are named as such (root ignores modes: an immutable directory stands in).
+if mkdir -p "$WORK/locked/checkpoints" && chattr +i "$WORK/locked/checkpoints" 2>/dev/null; then
+  at_exit "chattr -i '$WORK/locked/checkpoints' '$WORK/lockedrun' 2>/dev/null || true"
+  expect_error checkpoint-permission 2 "checkpoints/ckpt-step-000000002.h5.tmp: cannot create checkpoint (Operation not permitted)" \
+    train --data.train "$WORK/good" --run.dir "$WORK/locked" --train.epochs 1 --train.max_steps 2 --checkpoint.every_steps 2
+  mkdir -p "$WORK/lockedrun" && chattr +i "$WORK/lockedrun"
+  expect_input_error run-dir-permission 2 "$WORK/lockedrun/config.ini: cannot write (Operation not permitted)" \
+    train --data.train "$WORK/good" --run.dir "$WORK/lockedrun" --train.epochs 1
+  expect_error shard-permission 1 "$WORK/lockedrun/shard-00000-of-00001.h5.tmp: cannot create shard (Operation not permitted)" \
+    shard --format csv --input "$WORK/good.csv" --out "$WORK/lockedrun" --shards 1
+else
+  echo "note: permission messages not tried (chattr +i is not supported on $WORK's file system)"
+fi
+finish
