@@ -53,6 +53,9 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
   const std::string checkpoints = dir + "/checkpoints";
   if (fs::exists(status_of(checkpoints)) && !fs::is_directory(fs::status(checkpoints)))
     throw InputError("run.dir " + dir + ": checkpoints exists and is not a directory");
+  // Found now rather than at the first checkpoint, after minutes or hours of training.
+  if (fs::exists(status_of(checkpoints)) && ::access(checkpoints.c_str(), W_OK | X_OK) != 0)
+    throw InputError("run.dir " + dir + ": cannot write checkpoints/ (" + std::strerror(errno) + ")");
   for (const std::string name : {"config.ini", "metrics.jsonl", "summary.json", "checkpoints/latest"}) {
     const std::string path = dir + "/" + name;
     if (fs::exists(status_of(path)) && !fs::is_regular_file(fs::status(path)))

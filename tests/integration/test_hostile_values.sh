@@ -84,25 +84,25 @@ shard(f"{w}/noclasses/a.h5", x, y, classes=None)
 shard(f"{w}/classes5/a.h5", x, y, classes=5)
 PY
 expect_input_error shard-2e9-features 2 "$WORK/wide/a.h5: dataset 'features' declares 4 x 2000000000 values (32000000000 bytes) but stores only 0 bytes" \
-  train --data.train "$WORK/wide" --run.dir "$WORK/run"
+  train --data.train "$WORK/wide" --run.dir "$WORK/run-87"
 expect_input_error shard-2e9-rows 2 "$WORK/tall/a.h5: dataset 'features' declares 2000000000 x 8 values in" \
-  train --data.train "$WORK/tall" --run.dir "$WORK/run"
+  train --data.train "$WORK/tall" --run.dir "$WORK/run-89"
 expect_input_error shard-written-in-part 2 "$WORK/partial/a.h5: dataset 'features' declares 100000 x 8 values in" \
-  train --data.train "$WORK/partial" --run.dir "$WORK/run"
+  train --data.train "$WORK/partial" --run.dir "$WORK/run-91"
 expect_input_error nan-feature 2 "$WORK/nan/a.h5: row 37: feature 5 is NaN" \
-  train --data.train "$WORK/nan" --run.dir "$WORK/run" --train.batch_size 8
+  train --data.train "$WORK/nan" --run.dir "$WORK/run-93" --train.batch_size 8
 expect_input_error nan-feature-hdf5-path 2 "$WORK/nan-gz/a.h5: row 37: feature 5 is NaN" \
-  train --data.train "$WORK/nan-gz" --run.dir "$WORK/run" --train.batch_size 8
+  train --data.train "$WORK/nan-gz" --run.dir "$WORK/run-95" --train.batch_size 8
 expect_input_error inf-target 2 "$WORK/inf-target/a.h5: row 50: regression target 1 is +Inf" \
-  train --data.train "$WORK/inf-target" --data.task regression --run.dir "$WORK/run" --train.batch_size 8
+  train --data.train "$WORK/inf-target" --data.task regression --run.dir "$WORK/run-97" --train.batch_size 8
 expect_input_error num-classes-0 2 "$WORK/classes0/a.h5: dataset 'labels': attribute num_classes is 0 (a classifier needs at least 2" \
-  train --data.train "$WORK/classes0" --run.dir "$WORK/run"
+  train --data.train "$WORK/classes0" --run.dir "$WORK/run-99"
 expect_input_error num-classes-1 2 "$WORK/classes1/a.h5: dataset 'labels': attribute num_classes is 1 (a classifier needs at least 2" \
-  train --data.train "$WORK/classes1" --run.dir "$WORK/run"
+  train --data.train "$WORK/classes1" --run.dir "$WORK/run-101"
 expect_input_error no-num-classes 2 "$WORK/noclasses: the shards carry no num_classes attribute; set model.classes" \
-  train --data.train "$WORK/noclasses" --run.dir "$WORK/run"
+  train --data.train "$WORK/noclasses" --run.dir "$WORK/run-103"
 expect_input_error test-classes-differ 2 "$WORK/classes5: num_classes 5, but $WORK/nan has 3" \
-  train --data.train "$WORK/nan" --data.test "$WORK/classes5" --run.dir "$WORK/run"
+  train --data.train "$WORK/nan" --data.test "$WORK/classes5" --run.dir "$WORK/run-105"
 
 # ---- sizes the node cannot hold: refused before allocating ----
 expect_input_error hidden-too-wide 2 "model.hidden = '2000000000'" "${base[@]}" --model.hidden 2000000000
@@ -161,10 +161,10 @@ line=$(grep -a "^mpiddp: error:" "$WORK/binary-input-file.out" || true)
 # Permission problems are named as such (root ignores modes: an immutable directory stands in).
 if mkdir -p "$WORK/locked/checkpoints" && chattr +i "$WORK/locked/checkpoints" 2>/dev/null; then
   at_exit "chattr -i '$WORK/locked/checkpoints' '$WORK/lockedrun' 2>/dev/null || true"
-  expect_error checkpoint-permission 2 "checkpoints/ckpt-step-000000002.h5.tmp: cannot create checkpoint (Operation not permitted)" \
+  expect_input_error checkpoint-permission 2 "run.dir $WORK/locked: cannot write checkpoints/ (Operation not permitted)" \
     train --data.train "$WORK/good" --run.dir "$WORK/locked" --train.epochs 1 --train.max_steps 2 --checkpoint.every_steps 2
   mkdir -p "$WORK/lockedrun" && chattr +i "$WORK/lockedrun"
-  expect_input_error run-dir-permission 2 "$WORK/lockedrun/config.ini: cannot write (Operation not permitted)" \
+  expect_input_error run-dir-permission 2 "run.dir $WORK/lockedrun: cannot write (Operation not permitted)" \
     train --data.train "$WORK/good" --run.dir "$WORK/lockedrun" --train.epochs 1
   expect_error shard-permission 1 "$WORK/lockedrun/shard-00000-of-00001.h5.tmp: cannot create shard (Operation not permitted)" \
     shard --format csv --input "$WORK/good.csv" --out "$WORK/lockedrun" --shards 1
