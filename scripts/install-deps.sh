@@ -4,7 +4,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 # Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
 # Catch2, the Fashion-MNIST package, the Python modules the scripts and tests use
-# (h5py, numpy, torch for cross-checks), and
+# (h5py, numpy, torch for cross-checks and scripts/to-torch, matplotlib for scripts/plot), and
 # Slurm + munge + iproute2 for the `slurm` tests (a one-node cluster in a netns).
 packages=(
   g++ make cmake pkg-config
@@ -15,7 +15,7 @@ packages=(
   nlohmann-json3-dev
   catch2
   dataset-fashion-mnist
-  python3-h5py python3-numpy python3-torch
+  python3-h5py python3-numpy python3-torch python3-matplotlib
   slurm-wlm munge iproute2
 )
 apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
