@@ -35,6 +35,7 @@ class Mpiddp(CMakePackage, CudaPackage):
     depends_on("boost+program_options")
     depends_on("blas")
     depends_on("zlib-api")
+    depends_on("nlohmann-json@3.2:")
     depends_on("catch2@2", type="test")
 
     depends_on("nccl", when="+nccl")

@@ -2,8 +2,9 @@
 # Installs every Debian package mpiddp needs to build, run and test (as root).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-# Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, Catch2, the
-# Fashion-MNIST package, the Python modules the tests use for cross-checks, and
+# Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
+# Catch2, the Fashion-MNIST package, the Python modules the scripts and tests use
+# (h5py, numpy, torch for cross-checks and scripts/to-torch, matplotlib for scripts/plot), and
 # Slurm + munge + iproute2 for the `slurm` tests (a one-node cluster in a netns).
 packages=(
   g++ make cmake pkg-config
@@ -11,9 +12,10 @@ packages=(
   libhdf5-dev hdf5-tools
   libboost-program-options-dev
   libopenblas-dev zlib1g-dev
+  nlohmann-json3-dev
   catch2
   dataset-fashion-mnist
-  python3-h5py python3-numpy python3-torch
+  python3-h5py python3-numpy python3-torch python3-matplotlib
   slurm-wlm munge iproute2
 )
 apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }

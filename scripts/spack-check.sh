@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs this source tree with Spack, offline, from the machine's own packages:
 # a self-contained Spack environment (in a temporary folder) with externals for
-# the compiler, CMake, MPI, HDF5, BLAS, Boost, zlib and Catch2, a repository that
+# the compiler, CMake, MPI, HDF5, BLAS, Boost, zlib, nlohmann-json and Catch2, a repository that
 # holds package.py, and a `develop` spec on this checkout; then
 # `spack install --test=root` and `spack test run`. Prints PASS or FAIL.
 #
@@ -84,6 +84,7 @@ spack:
     boost: {buildable: false, externals: [{spec: boost@$(version libboost-program-options-dev)+program_options, prefix: /usr}]}
     zlib: {buildable: false, externals: [{spec: zlib@$(version zlib1g-dev), prefix: /usr}]}
     zlib-api: {require: [zlib]}
+    nlohmann-json: {buildable: false, externals: [{spec: nlohmann-json@$(version nlohmann-json3-dev), prefix: /usr}]}
     catch2: {buildable: false, externals: [{spec: catch2@$(version catch2), prefix: /usr}]}
 $cuda_externals
 YAML

@@ -17,6 +17,7 @@ CMAKE_TO_SPACK = {
     "Boost": "boost",
     "BLAS": "blas",
     "ZLIB": "zlib-api",
+    "nlohmann_json": "nlohmann-json",
     "Catch2": "catch2",
     "CUDAToolkit": "cuda",
     "nccl": "nccl",

@@ -205,6 +205,24 @@ std::string checkpoint_run_id(const std::string& path) {
   }
 }
 
+void read_initial_weights(const std::string& path, ParameterStore& params) {
+  h5::silence_errors();
+  std::lock_guard<std::mutex> hdf5(h5::library_mutex());
+  const std::string where = "model.init " + path;
+  if (::access(path.c_str(), R_OK) != 0) throw InputError(where + ": cannot read (" + std::strerror(errno) + ")");
+  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file) throw InputError(where + ": not a readable HDF5 file");
+  if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0)
+    throw InputError(where + ": no /params group (write one with scripts/from-torch)");
+  // The model has no buffers (running statistics): any array under /buffers is one it would drop.
+  if (H5Lexists(file.get(), "buffers", H5P_DEFAULT) > 0)
+    refuse_unknown_members(file.get(), "buffers", {}, where, "a buffer of this model");
+  std::vector<float> values;
+  read_arrays(file.get(), "params", params, values, where);
+  std::copy(values.begin(), values.end(), params.host_values());
+  params.push_values();
+}
+
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
                               const AcceptCheckpoint& accept) {
   h5::silence_errors();

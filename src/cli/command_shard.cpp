@@ -1,4 +1,5 @@
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -8,14 +9,36 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/config/choices.hpp"
 #include "mpiddp/data/shard_writer.hpp"
+#include "mpiddp/train/run_output.hpp"
 
 namespace po = boost::program_options;
 
 namespace mpiddp {
 
+namespace {
+// A progress line (rows, rows/s, ETA) at most once every `every_s` seconds, so a
+// large conversion shows it is moving and a small one prints nothing extra.
+ShardProgress progress_lines(double every_s) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last = start;
+  return [=](std::int64_t done, std::int64_t total) mutable {
+    const Clock::time_point now = Clock::now();
+    if (done == total || std::chrono::duration<double>(now - last).count() < every_s) return;
+    last = now;
+    const double rate = static_cast<double>(done) / std::max(1e-9, std::chrono::duration<double>(now - start).count());
+    std::printf("shard: %lld/%lld rows (%.0f%%), %.0f rows/s, ETA %s\n", static_cast<long long>(done),
+                static_cast<long long>(total), 100.0 * static_cast<double>(done) / static_cast<double>(total), rate,
+                format_duration(static_cast<double>(total - done) / std::max(1e-9, rate)).c_str());
+    std::fflush(stdout);
+  };
+}
+}  // namespace
+
 int command_shard(const std::vector<std::string>& args) {
   std::string format, images, labels, input, out, task = "classification", prefix = "shard";
   int shards = 4;
+  double progress_every = 5.0;
   std::size_t targets = 1;
   po::options_description options("mpiddp shard");
   options.add_options()("help,h", "show this help")
@@ -27,9 +50,12 @@ int command_shard(const std::vector<std::string>& args) {
       ("targets", po::value(&targets)->default_value(targets), "csv regression: number of target columns")
       ("out", po::value(&out)->required(), "output directory for the shards")
       ("shards", po::value(&shards)->default_value(shards), "number of shard files")
-      ("prefix", po::value(&prefix)->default_value(prefix), "shard file name prefix");
+      ("prefix", po::value(&prefix)->default_value(prefix), "shard file name prefix")
+      ("progress-every", po::value(&progress_every)->default_value(progress_every),
+       "seconds between progress lines (rows, rows/s, ETA); 0 = after every block of 4096 rows");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
+  if (!(progress_every >= 0)) throw InputError("--progress-every must be a number of seconds >= 0");
   check_shard_output_dir(out);  // before reading any input: refused without work
   std::unique_ptr<RowSource> source;
   if (format == "idx") {
@@ -44,7 +70,7 @@ int command_shard(const std::vector<std::string>& args) {
     throw InputError("--format must be idx or csv, got '" + format + "'");
   }
   const auto start = std::chrono::steady_clock::now();
-  const ShardSummary summary = write_shards(*source, out, shards, prefix);
+  const ShardSummary summary = write_shards(*source, out, shards, prefix, progress_lines(progress_every));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %lld rows (%zu features", static_cast<long long>(summary.rows), source->feature_dim());
   if (summary.classes > 0) std::printf(", %d classes", summary.classes);

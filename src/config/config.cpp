@@ -198,6 +198,8 @@ void describe(Schema& s, Config& c) {
   s.add("model.activation", &c.model.activation, "{}");
   s.add("model.dropout", &c.model.dropout, "dropout probability after hidden activations", from_below(0, 1));
   s.add("model.classes", &c.model.classes, "output classes, 0 = shards' num_classes attribute", at_least(0));
+  s.add("model.init", &c.model.init,
+        "initial weights: an HDF5 file with /params (scripts/from-torch, or a checkpoint); empty = seeded init");
   s.add("train.batch_size", &c.train.batch_size, "samples per rank per micro-batch", at_least(1));
   s.add("train.accumulate", &c.train.accumulate, "micro-batches per optimizer step", at_least(1));
   s.add("train.epochs", &c.train.epochs, "epochs to train", at_least(1));

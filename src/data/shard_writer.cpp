@@ -59,7 +59,7 @@ namespace {
 // Writes every shard as NAME.tmp, then renames them all into place; `written`
 // collects every file made, so a failure can remove them.
 ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
-                     std::vector<std::string>& written) {
+                     const ShardProgress& progress, std::vector<std::string>& written) {
   const std::int64_t total = source.rows();
   const std::size_t dim = source.feature_dim(), tdim = source.target_dim();
   const bool u8 = source.uint8_features(), classes = source.class_labels();
@@ -69,6 +69,7 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
   std::vector<float> f32_block, target_block;
   std::vector<std::int32_t> id_block;
   std::vector<std::string> temp_files;
+  std::int64_t rows_done = 0;
 
   for (int s = 0; s < shards; ++s) {
     const std::int64_t first = total * s / shards, last = total * (s + 1) / shards;
@@ -96,6 +97,8 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
         write_rows(labels.get(), H5T_NATIVE_FLOAT, target_block.data(), written, got, tdim, tdim > 1, path);
       }
       written += got;
+      rows_done += static_cast<std::int64_t>(got);
+      if (progress) progress(rows_done, total);
     }
     if (u8) h5::write_double_attribute(features.get(), "scale", 1.0 / 255.0);
     h5::write_int_array_attribute(features.get(), "sample_shape", source.sample_shape());
@@ -127,7 +130,8 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
 
 }  // namespace
 
-ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix) {
+ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
+                          const ShardProgress& progress) {
   h5::silence_errors();
   if (shards < 1) throw InputError("--shards must be at least 1");
   const std::int64_t total = source.rows();
@@ -140,7 +144,7 @@ ShardSummary write_shards(RowSource& source, const std::string& out_dir, int sha
   if (ec) throw InputError(out_dir + ": cannot create directory (" + ec.message() + ")");
   std::vector<std::string> written;
   try {
-    return convert(source, out_dir, shards, prefix, written);
+    return convert(source, out_dir, shards, prefix, progress, written);
   } catch (...) {
     // A failed conversion leaves nothing new: no partial shard, no .tmp file,
     // and no directory it created.

@@ -31,15 +31,15 @@ double ProgressLog::record(const RecordPoint& at) {
                 static_cast<long long>(at.step_in_epoch), static_cast<long long>(at.steps_per_epoch), mean_loss,
                 at.lr, rate, format_duration(at.eta_s).c_str());
     std::fflush(stdout);
-    session_.output->metric(JsonObject()
-                                .add("type", "train")
-                                .add("epoch", at.epoch)
-                                .add("step", at.step_in_epoch)
-                                .add("global_step", at.global_step)
-                                .add("loss", mean_loss)
-                                .add("lr", at.lr)
-                                .add("samples_per_s", rate)
-                                .str());
+    Json record;
+    record["type"] = "train";
+    record["epoch"] = at.epoch;
+    record["step"] = at.step_in_epoch;
+    record["global_step"] = at.global_step;
+    record["loss"] = mean_loss;
+    record["lr"] = at.lr;
+    record["samples_per_s"] = rate;
+    session_.output->metric(json_line(record));
   }
   loss_ = samples_ = 0.0;
   window_start_ = std::chrono::steady_clock::now();

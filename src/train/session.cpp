@@ -114,6 +114,7 @@ void TrainingSession::restore(const std::string& resume) {
     if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
   });
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
+  if (!resumed && !config.model.init.empty()) start_from_initial_weights();
   if (resumed) {
     state.epoch = resumed->epoch;
     state.step_in_epoch = resumed->step_in_epoch;
@@ -128,6 +129,16 @@ void TrainingSession::restore(const std::string& resume) {
     output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
                                          state.epoch);
   });
+}
+
+// model.init on a fresh start (a resume takes the checkpoint's weights): rank 0
+// reads the file, then the same broadcast as at construction gives every rank its
+// weights. The optimizer state stays fresh.
+void TrainingSession::start_from_initial_weights() {
+  agree_or_fail(comm, [&] {
+    if (root) read_initial_weights(config.model.init, model->parameters());
+  });
+  agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
 }
 
 void TrainingSession::print_banner() const {
@@ -148,6 +159,7 @@ void TrainingSession::print_banner() const {
   std::printf("train data: %s\n", train_data->describe().c_str());
   if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
   std::printf("model: %s (%zu parameters)\n", model->describe().c_str(), model->parameters().total());
+  if (!resumed && !config.model.init.empty()) std::printf("initial weights: %s\n", config.model.init.c_str());
   std::printf("--- resolved input file ---\n%s---\n", config.resolved_ini.c_str());
   std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",
               static_cast<long long>(plan.steps_per_epoch), static_cast<long long>(plan.global_batch),

@@ -203,14 +203,14 @@ class Trainer {
                 config_.train.epochs, last_eval_.loss, last_eval_.accuracy,
                 static_cast<long long>(last_eval_.samples));
     std::fflush(stdout);
-    s_.output->metric(JsonObject()
-                          .add("type", "eval")
-                          .add("epoch", completed)
-                          .add("global_step", state_.global_step)
-                          .add("test_loss", last_eval_.loss)
-                          .add("test_accuracy", last_eval_.accuracy)
-                          .add("samples", last_eval_.samples)
-                          .str());
+    Json record;
+    record["type"] = "eval";
+    record["epoch"] = completed;
+    record["global_step"] = state_.global_step;
+    record["test_loss"] = last_eval_.loss;
+    record["test_accuracy"] = last_eval_.accuracy;
+    record["samples"] = last_eval_.samples;
+    s_.output->metric(json_line(record));
   }
 
   ResumePoint position() const { return {state_.epoch, state_.step_in_epoch}; }

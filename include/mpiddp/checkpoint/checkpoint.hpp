@@ -70,6 +70,12 @@ using AcceptCheckpoint = std::function<void(const TrainingState&)>;
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
                               const AcceptCheckpoint& accept = {});
 
+// model.init: reads only the weights (/params) of an HDF5 file (scripts/from-torch's
+// output, or any mpiddp checkpoint) into `params`. Names must match the model both
+// ways with its shapes; a /buffers group may hold only buffers of the model (this
+// model has none). Nothing is changed unless every check passed.
+void read_initial_weights(const std::string& path, ParameterStore& params);
+
 // The run id a checkpoint file carries; empty when the file is not a readable
 // mpiddp checkpoint or has none.
 std::string checkpoint_run_id(const std::string& path);

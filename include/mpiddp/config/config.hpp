@@ -29,6 +29,7 @@ struct ModelConfig {
   ActivationKind activation = ActivationKind::relu;
   double dropout = 0.0;              // after every hidden activation, 0 = none
   int classes = 0;                   // 0 = take the shards' num_classes attribute
+  std::string init;                  // start from these weights (/params of an HDF5 file); "" = seeded init
 };
 
 struct TrainConfig {

@@ -5,6 +5,7 @@
 // first counting pass over the CSV), so every dataset is contiguous, which makes
 // the trainer's scattered row reads cheap.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ void check_shard_output_dir(const std::string& out_dir);
 // Writes `out_dir`/shard-00000-of-0000N.h5 ... into a new or empty directory
 // (created if needed). On failure it removes every file it made and the
 // directory if it created it: a failed conversion leaves nothing new.
-ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix);
+// `progress`, if set, is called after every block of rows with the rows written so far.
+using ShardProgress = std::function<void(std::int64_t rows_done, std::int64_t total)>;
+ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
+                          const ShardProgress& progress = {});
 
 }  // namespace mpiddp

@@ -63,6 +63,7 @@ class TrainingSession {
   void open_data(int ranks_on_node);
   void build_model();
   void restore(const std::string& resume);
+  void start_from_initial_weights();
 };
 
 }  // namespace mpiddp
