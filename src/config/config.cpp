@@ -205,6 +205,8 @@ void describe(Schema& s, Config& c) {
   s.add("train.epochs", &c.train.epochs, "epochs to train", at_least(1));
   s.add("train.seed", &c.train.seed, "seed of weights, sampler and dropout");
   s.add("train.log_every", &c.train.log_every, "optimizer steps between progress lines", at_least(1));
+  s.add("train.trace_steps", &c.train.trace_steps,
+        "steps traced to <run.dir>/trace/rank-R.json after 2 warm-up steps, 0 = off", at_least(0));
   s.add("train.eval", &c.train.eval, "evaluate data.test after each epoch");
   s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks", between(0, kMaxThreads));
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");

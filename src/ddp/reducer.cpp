@@ -1,6 +1,7 @@
 #include "mpiddp/ddp/reducer.hpp"
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/trace.hpp"
 #include "mpiddp/device/ops/pointwise_ops.hpp"
 
 namespace mpiddp {
@@ -76,10 +77,19 @@ void GradientReducer::launch_ready_buckets() {
     if (transport_->size() == 1 && !reduce_single_rank_) continue;
     const bool last = next_to_launch_ == buckets_.size();
     const auto start = std::chrono::steady_clock::now();
+    Tracer* tracer = active_tracer();
+    if (tracer) b.launch_us = Tracer::now_us();
     b.pending = transport_->start(index, data, count, last);
+    // A blocking transfer returns no pending reduction: it completed just now.
+    if (tracer && !b.pending) trace_bucket(*tracer, index, Tracer::now_us());
     // A blocking transfer (the last bucket over MPI) is time spent waiting.
     if (last) wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+}
+
+void GradientReducer::trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_us) const {
+  const int i = static_cast<int>(index);
+  tracer.complete("allreduce bucket", i, kTraceBucketTrack + i, buckets_[index].launch_us, end_us);
 }
 
 void GradientReducer::finish() {
@@ -88,9 +98,16 @@ void GradientReducer::finish() {
     throw RuntimeError("gradient reducer: backward finished with " +
                        std::to_string(buckets_.size() - next_to_launch_) + " bucket(s) never ready");
   const auto start = std::chrono::steady_clock::now();
-  for (auto& b : buckets_) {
-    if (b.pending) b.pending->wait();
+  TraceSpan span("gradient wait");
+  Tracer* tracer = active_tracer();
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (!b.pending) continue;
+    b.pending->wait();
     b.pending.reset();
+    // Completion is when this wait observes it: the buckets are waited for in
+    // launch order, so a bucket done early shows as done when its turn comes.
+    if (tracer) trace_bucket(*tracer, i, Tracer::now_us());
   }
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

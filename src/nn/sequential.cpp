@@ -1,5 +1,6 @@
 #include "mpiddp/nn/sequential.hpp"
 
+#include "mpiddp/common/trace.hpp"
 #include "mpiddp/nn/layers.hpp"
 
 namespace mpiddp {
@@ -28,6 +29,7 @@ Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t i
 const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    TraceSpan span("forward layer", static_cast<int>(i));
     layers_[i]->forward(*input, activations_[i + 1], ctx);
     input = &activations_[i + 1];
   }
@@ -39,6 +41,7 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
   const Matrix* grad = &grad_output;
   Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    TraceSpan span("backward layer", static_cast<int>(i));
     const Matrix& input = i == 0 ? *first_input_ : activations_[i];
     // The network input needs no gradient: skipping it saves the largest GEMM.
     Matrix* grad_input = i == 0 ? nullptr : buffers[i % 2];

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 
+#include "mpiddp/common/trace.hpp"
 #include "mpiddp/dist/process_group.hpp"
 
 namespace mpiddp {
@@ -38,6 +39,7 @@ bool Checkpointer::due_after_epoch(std::int64_t completed_epochs) const {
 
 void Checkpointer::save(const ResumePoint& point, const WindowTotals& window, std::int64_t skipped_steps,
                         bool epoch_boundary) {
+  TraceSpan span("checkpoint");
   TrainingState state = session_.state;
   state.epoch = point.epoch;
   state.step_in_epoch = point.step_in_epoch;

@@ -1,5 +1,6 @@
 #include "mpiddp/train/step.hpp"
 
+#include "mpiddp/common/trace.hpp"
 #include "mpiddp/device/ops/loss_ops.hpp"
 #include "mpiddp/train/batch_source.hpp"
 
@@ -16,6 +17,10 @@ void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, 
   if (classification) losses.softmax_cross_entropy(output.data(), batch.labels, g, n, width);
   else losses.mean_squared_error(output.data(), batch.targets, g, n, width);
 }
+StagedBatch stage(Device& device, const Batch& batch, int slot) {
+  TraceSpan span("stage batch");
+  return device.stage(batch, slot);
+}
 }  // namespace
 
 LossResult forward_backward(Sequential& model, GradientReducer& reducer, const StepInputs& in) {
@@ -29,9 +34,12 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     reducer.prepare(i + 1 == count, count);
     const int slot = staging_slot(ctx.counter);
     const StagedBatch* ready = in.resident ? in.resident : (i == 0 ? in.first_staged : nullptr);
-    const StagedBatch batch = ready ? *ready : device.stage(micro[i], slot);
+    const StagedBatch batch = ready ? *ready : stage(device, micro[i], slot);
     const Matrix& output = model.forward(*batch.features, ctx);
-    apply_loss(device, output, batch, in.classification, &grad_output);
+    {
+      TraceSpan span("loss");
+      apply_loss(device, output, batch, in.classification, &grad_output);
+    }
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
     if (!in.resident) device.done_with_stage(slot);
     ++ctx.counter;
@@ -40,6 +48,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
   // Queued now, read with the loss: the step waits for the device only once.
   device.ops<LossOps>().check_finite(model.parameters().grads(), model.parameters().total());
   if (in.while_device_runs) in.while_device_runs();
+  TraceSpan span("device wait");
   return device.ops<LossOps>().take_loss();  // the step's one wait for the device
 }
 

@@ -20,6 +20,7 @@
 #include "mpiddp/train/signals.hpp"
 #include "mpiddp/train/step.hpp"
 #include "mpiddp/train/summary.hpp"
+#include "mpiddp/train/trace_window.hpp"
 
 namespace mpiddp {
 namespace {
@@ -42,6 +43,7 @@ class Trainer {
                  !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan),
         progress_(session),
         checkpointer_(session),
+        tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size()),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
   }
@@ -103,13 +105,13 @@ class Trainer {
   // One optimizer step. False when a stop signal ended the run (checkpointed).
   bool run_step() {
     const std::int64_t step = state_.global_step;
+    tracing_.before_step();
+    TraceSpan span("step", static_cast<int>(step));
     Watchdog::instance().set_step(step);
     // One small all-reduce per step: a read error on any rank (bad label,
     // damaged shard), a stop signal on any rank, and rank 0's clock-based
     // checkpoint decision reach every rank together.
-    const auto flags = agree_step(
-        s_.comm, [&] { batches_.next_step(micro_, config_.train.accumulate); },
-        {stop_requested() ? 1 : 0, checkpointer_.due_by_clock() ? 1 : 0});
+    const auto flags = agree();
     if (flags[0] != 0) {
       if (s_.root) std::printf("stop requested by a signal: checkpointing at step %lld\n", static_cast<long long>(step));
       checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);  // the point of stopping is to resume
@@ -128,7 +130,20 @@ class Trainer {
     return true;
   }
 
+  // The step's data (read here) and its agreement, one all-reduce.
+  std::vector<std::int64_t> agree() {
+    TraceSpan span("agree");
+    return agree_step(
+        s_.comm,
+        [&] {
+          TraceSpan wait("data wait");
+          batches_.next_step(micro_, config_.train.accumulate);
+        },
+        {stop_requested() ? 1 : 0, checkpointer_.due_by_clock() ? 1 : 0});
+  }
+
   LossResult compute_step(std::int64_t step) {
+    TraceSpan span("compute");
     StepInputs in;
     in.micro_batches = &micro_;
     in.classification = s_.classification;
@@ -140,7 +155,9 @@ class Trainer {
     in.while_device_runs = [&] {
       const bool another_step = state_.step_in_epoch + 1 < s_.plan.steps_per_epoch &&
                                 state_.global_step + 1 < s_.plan.total_steps;
-      if (another_step) batches_.prefetch(state_.micro_batches + micro_.size());
+      if (!another_step) return;
+      TraceSpan prefetch("prefetch");
+      batches_.prefetch(state_.micro_batches + micro_.size());
     };
     try {
       return forward_backward(*s_.model, *s_.reducer, in);
@@ -154,6 +171,7 @@ class Trainer {
   void apply_update(const LossResult& r, std::int64_t step) {
     ParameterStore& params = s_.model->parameters();
     if (r.finite) {
+      TraceSpan span("optimizer");
       s_.optimizer->step(params.values(), params.grads(), params.total(), lr_);
     } else if (config_.train.nonfinite == NonfinitePolicy::skip) {
       ++skipped_steps_;
@@ -224,6 +242,7 @@ class Trainer {
   BatchSource batches_;
   ProgressLog progress_;
   Checkpointer checkpointer_;
+  TraceWindow tracing_;
   std::vector<Batch> micro_;
   double lr_ = 0.0;
   std::int64_t skipped_steps_ = 0;
@@ -236,6 +255,7 @@ class Trainer {
 
 // Collective: run-wide totals, summary.json and the closing line.
 TrainSummary Trainer::finish() {
+  tracing_.finish();
   Communicator& comm = s_.comm;
   summary_.steps = state_.global_step;
   summary_.train_s = train_s_;

@@ -38,6 +38,7 @@ struct TrainConfig {
   int epochs = 10;
   std::uint64_t seed = 0;
   int log_every = 50;                // optimizer steps between progress lines
+  int trace_steps = 0;               // steps traced to <run.dir>/trace/ after the warm-up, 0 = off
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
   DeviceChoice device = DeviceChoice::automatic;  // auto: a usable GPU, else the CPU

@@ -9,6 +9,7 @@
 // sequence of collectives.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -18,11 +19,14 @@
 
 namespace mpiddp {
 
+class Tracer;
+
 struct Bucket {
   std::size_t begin = 0, end = 0;            // range of the flat gradient buffer
   std::vector<std::size_t> parameters;       // indices, in the order they become ready
   std::size_t ready = 0;
   std::unique_ptr<PendingReduction> pending;
+  std::int64_t launch_us = 0;                // when tracing: the launch time
 };
 
 class GradientReducer {
@@ -53,6 +57,7 @@ class GradientReducer {
 
  private:
   void launch_ready_buckets();
+  void trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_us) const;
 
   ParameterStore& params_;
   Communicator& comm_;

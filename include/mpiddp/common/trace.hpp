@@ -1,0 +1,78 @@
+#pragma once
+// A timeline trace in the Chrome trace event format (Perfetto, chrome://tracing).
+// One process-wide tracer, installed only while steps are being traced: every
+// hook asks active_tracer(), and when that is null (tracing off, or outside the
+// traced window) a span costs one predictable branch: no clock read, no allocation.
+// Events go to a vector reserved up front; the file is written once, at the end.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mpiddp {
+
+// Tracks (Chrome "tid"s) of one rank: the host thread, then one per bucket.
+constexpr int kTraceMainTrack = 0;
+constexpr int kTraceBucketTrack = 100;  // bucket b is on track kTraceBucketTrack + b
+
+class Tracer {
+ public:
+  // `reserve`: events to preallocate; `clock_sync_us`: this rank's steady-clock
+  // reading right after a barrier that all ranks passed together (the merge
+  // lines the ranks up on it).
+  Tracer(int rank, std::size_t reserve, std::int64_t clock_sync_us);
+
+  static std::int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  // A complete event ("X"). `name` must outlive the tracer (a literal);
+  // `index` >= 0 is appended to it when written ("forward layer 3").
+  void complete(const char* name, int index, int track, std::int64_t start_us, std::int64_t end_us) {
+    events_.push_back({name, index, track, start_us, end_us - start_us});
+  }
+  // Names a track (a metadata event in the file).
+  void name_track(int track, std::string name);
+  // Writes the events as a JSON object {"traceEvents": [...], ...} to `path`;
+  // `meta` goes into "otherData". Throws RuntimeError when the file cannot be written.
+  void write(const std::string& path, const std::vector<std::pair<std::string, std::int64_t>>& meta) const;
+
+  std::size_t size() const { return events_.size(); }
+
+ private:
+  struct Event {
+    const char* name;
+    int index;
+    int track;
+    std::int64_t ts_us, dur_us;
+  };
+  int rank_;
+  std::int64_t clock_sync_us_;
+  std::vector<Event> events_;
+  std::vector<std::pair<int, std::string>> tracks_;
+};
+
+// The tracer that hooks record into; null when nothing is traced.
+Tracer* active_tracer();
+void set_active_tracer(Tracer* tracer);
+
+// RAII span on the host track: from construction to destruction.
+class TraceSpan {
+ public:
+  explicit TraceSpan(const char* name, int index = -1) : tracer_(active_tracer()), name_(name), index_(index) {
+    if (tracer_) start_us_ = Tracer::now_us();
+  }
+  ~TraceSpan() {
+    if (tracer_) tracer_->complete(name_, index_, kTraceMainTrack, start_us_, Tracer::now_us());
+  }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  const char* name_;
+  int index_;
+  std::int64_t start_us_ = 0;
+};
+
+}  // namespace mpiddp

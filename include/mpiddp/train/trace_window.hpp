@@ -1,0 +1,41 @@
+#pragma once
+// train.trace_steps: the steps whose timeline every rank writes to
+// <run.dir>/trace/rank-R.json. The first kTraceWarmupSteps steps this process
+// runs are skipped (first-touch allocations, BLAS and transport set-up would
+// dominate them), then train.trace_steps steps are traced and the file is
+// written at once, before the next step starts (or at the end of the run).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mpiddp/common/trace.hpp"
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp {
+
+constexpr std::int64_t kTraceWarmupSteps = 2;
+
+class TraceWindow {
+ public:
+  // Collective when tracing is on (a barrier gives the ranks a common instant).
+  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets);
+  ~TraceWindow() { set_active_tracer(nullptr); }
+  // Before each step: opens the window, or closes it and writes the file.
+  void before_step() {
+    if (tracer_) advance();
+  }
+  // At the end of the run: writes the file if the window is still open.
+  void finish();
+
+ private:
+  void advance();
+  void write();
+
+  std::unique_ptr<Tracer> tracer_;
+  std::string path_;
+  std::int64_t steps_ = 0, seen_ = 0, buckets_ = 0;
+  bool written_ = false;
+};
+
+}  // namespace mpiddp

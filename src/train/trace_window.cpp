@@ -1,0 +1,54 @@
+#include "mpiddp/train/trace_window.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp {
+
+TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets)
+    : steps_(config.train.trace_steps), buckets_(static_cast<std::int64_t>(buckets)) {
+  if (steps_ <= 0) return;
+  // The common clock: every rank reads its steady clock right after the same
+  // barrier; scripts/trace-merge subtracts each rank's reading (skew = the
+  // barrier's exit spread, microseconds on one node).
+  comm.barrier();
+  const std::int64_t sync_us = Tracer::now_us();
+  const int rank = comm.rank();
+  // Room for every event of the window, so recording never allocates.
+  const std::size_t per_step = static_cast<std::size_t>(config.train.accumulate) * (2 * layers + 3) + buckets + 16;
+  tracer_ = std::make_unique<Tracer>(rank, per_step * static_cast<std::size_t>(steps_), sync_us);
+  tracer_->name_track(kTraceMainTrack, "host");
+  for (std::size_t b = 0; b < buckets; ++b)
+    tracer_->name_track(kTraceBucketTrack + static_cast<int>(b), "allreduce bucket " + std::to_string(b));
+  path_ = (std::filesystem::path(config.run.dir) / "trace" / ("rank-" + std::to_string(rank) + ".json")).string();
+}
+
+void TraceWindow::advance() {
+  if (seen_ == kTraceWarmupSteps) set_active_tracer(tracer_.get());
+  if (seen_ == kTraceWarmupSteps + steps_) write();
+  ++seen_;
+}
+
+void TraceWindow::finish() {
+  if (tracer_) write();
+}
+
+void TraceWindow::write() {
+  set_active_tracer(nullptr);
+  if (written_) return;
+  written_ = true;
+  // A trace that cannot be written is worth a warning, not the run.
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+    const std::int64_t traced = std::max<std::int64_t>(0, std::min(steps_, seen_ - kTraceWarmupSteps));
+    tracer_->write(path_, {{"warmup_steps", kTraceWarmupSteps}, {"traced_steps", traced}, {"buckets", buckets_}});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpiddp: warning: %s\n", e.what());
+  }
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# train.trace_steps: per-rank Chrome traces that parse, nest, show every bucket's
+# all-reduce, add up to the step; scripts/trace-merge; off = no trace, same bits.
+source "$(dirname "$0")/lib.sh"
+
+make_blobs_shards "$WORK/train" 3000 1 2
+# 5 layers; 3 buckets (first cap 131 floats, then 262: [W3 b3] [W2 b2] [W1 b1]).
+write_ini "$WORK/trace.ini" data.train="$WORK/train" model.hidden=64,64 train.batch_size=32 train.epochs=1 \
+  train.max_steps=8 train.eval=false train.seed=3 ddp.first_bucket_mb=0.0005 ddp.bucket_mb=0.001 \
+  checkpoint.every_steps=3 checkpoint.every_epochs=0
+
+run_ranks 2 train "$WORK/trace.ini" --train.trace_steps 3 --run.dir "$WORK/on" > "$WORK/on.log" 2>&1 \
+  || fail "traced run exited $?"
+run_ranks 2 train "$WORK/trace.ini" --run.dir "$WORK/off" > "$WORK/off.log" 2>&1 || fail "untraced run exited $?"
+[ ! -e "$WORK/off/trace" ] && pass "tracing off writes no trace directory" || fail "trace/ written with tracing off"
+same_parameters "$(latest_checkpoint "$WORK/on")" "$(latest_checkpoint "$WORK/off")" \
+  && pass "tracing leaves the parameters bit-identical" || fail "tracing changed the parameters"
+
+"$PYTHON" - "$WORK/on/trace" <<'PY' && pass "per-rank traces: format, nesting, buckets, step sums" || fail "per-rank traces"
+import json, os, re, sys
+PHASES = set("XBEMiIbenCsft")
+for rank in (0, 1):
+    t = json.load(open(os.path.join(sys.argv[1], f"rank-{rank}.json")))
+    events, other = t["traceEvents"], t["otherData"]
+    assert other["traced_steps"] == 3 and other["warmup_steps"] == 2 and other["buckets"] == 3, other
+    assert all(e["ph"] in PHASES and e["pid"] == rank for e in events)
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(isinstance(e["ts"], int) and e["dur"] >= 0 for e in spans)
+    names = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
+    assert names[0]["args"]["name"] == f"rank {rank}", names
+    # Spans nest per track: a span ends inside the one it starts in.
+    for tid in {e["tid"] for e in spans}:
+        stack = []
+        for e in sorted((e for e in spans if e["tid"] == tid), key=lambda e: (e["ts"], -e["dur"])):
+            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            assert not stack or e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"], (rank, tid, stack[-1], e)
+            stack.append(e)
+    main = [e for e in spans if e["tid"] == 0]
+    steps = [e for e in main if re.fullmatch(r"step \d+", e["name"])]
+    assert [e["name"] for e in steps] == ["step 2", "step 3", "step 4"], [e["name"] for e in steps]
+    def count(name):
+        return sum(e["name"] == name for e in main)
+    for name in ["agree", "data wait", "compute", "loss", "gradient wait", "device wait", "optimizer"]:
+        assert count(name) == 3, (name, count(name))
+    for layer in range(5):
+        assert count(f"forward layer {layer}") == 3 and count(f"backward layer {layer}") == 3, layer
+    assert count("checkpoint") >= 1
+    # Every bucket: a launch-to-completion span per step on its own track, inside the step.
+    for b in range(3):
+        mine = [e for e in spans if e["name"] == f"allreduce bucket {b}"]
+        assert len(mine) == 3 and all(e["tid"] == 100 + b for e in mine), (b, mine)
+        for e, s in zip(mine, steps):
+            assert s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"], (e, s)
+    # The step's top-level spans cover the step.
+    for s in steps:
+        end = s["ts"] + s["dur"]
+        inner = [e for e in main if e is not s and s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= end]
+        top = [e for e in inner if not any(o is not e and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]
+                                           and o["dur"] > e["dur"] for o in inner)]
+        covered = sum(e["dur"] for e in top)
+        assert covered <= s["dur"] and s["dur"] - covered <= max(0.15 * s["dur"], 200), (rank, s, covered, [e["name"] for e in top])
+PY
+
+"$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" > "$WORK/merge.log" 2>&1 || fail "trace-merge exited $?"
+"$PYTHON" - "$WORK/on/trace/merged.json" <<'PY' && pass "trace-merge: one process per rank on a common clock" || fail "merged trace"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+assert {e["pid"] for e in events} == {0, 1}
+names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+assert names == {0: "rank 0", 1: "rank 1"}, names
+# The ranks leave each step's agreement (an all-reduce) together.
+ends = {}
+for e in events:
+    if e["ph"] == "X" and e["name"] == "agree":
+        ends.setdefault(e["pid"], []).append(e["ts"] + e["dur"])
+assert len(ends[0]) == len(ends[1]) == 3
+assert all(abs(a - b) < 50000 for a, b in zip(ends[0], ends[1])), ends
+PY
+"$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/off" > "$WORK/merge-off.log" 2>&1 && fail "trace-merge without traces succeeded" \
+  || { grep -q "^trace-merge: error: no trace files" "$WORK/merge-off.log" && pass "trace-merge refuses a run without traces" \
+       || fail "trace-merge error: $(cat "$WORK/merge-off.log")"; }
+
+expect_error negative_trace_steps 1 "train.trace_steps" train "$WORK/trace.ini" --train.trace_steps -1 --run.dir "$WORK/bad"
+finish
