@@ -5,10 +5,12 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
 
-TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets)
+TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets,
+                         bool host_device)
     : steps_(config.train.trace_steps), buckets_(static_cast<std::int64_t>(buckets)) {
   if (steps_ <= 0) return;
   // The common clock: every rank reads its steady clock right after the same
@@ -20,6 +22,7 @@ TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t l
   // Room for every event of the window, so recording never allocates.
   const std::size_t per_step = static_cast<std::size_t>(config.train.accumulate) * (2 * layers + 3) + buckets + 16;
   tracer_ = std::make_unique<Tracer>(rank, per_step * static_cast<std::size_t>(steps_), sync_us);
+  if (!host_device) tracer_->set_annotator(cuda_trace_annotator());
   tracer_->name_track(kTraceMainTrack, "host");
   for (std::size_t b = 0; b < buckets; ++b)
     tracer_->name_track(kTraceBucketTrack + static_cast<int>(b), "allreduce bucket " + std::to_string(b));

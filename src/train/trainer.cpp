@@ -43,7 +43,8 @@ class Trainer {
                  !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan),
         progress_(session),
         checkpointer_(session),
-        tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size()),
+        tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size(),
+                 session.compute.device->is_host()),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
   }

@@ -15,6 +15,15 @@ namespace mpiddp {
 constexpr int kTraceMainTrack = 0;
 constexpr int kTraceBucketTrack = 100;  // bucket b is on track kTraceBucketTrack + b
 
+// Marks the host spans for an outside profiler too: NVTX ranges for Nsight
+// Systems in a CUDA build (cuda_trace_annotator()), nothing otherwise.
+class TraceAnnotator {
+ public:
+  virtual ~TraceAnnotator() = default;
+  virtual void push(const char* name, int index) = 0;
+  virtual void pop() = 0;
+};
+
 class Tracer {
  public:
   // `reserve`: events to preallocate; `clock_sync_us`: this rank's steady-clock
@@ -38,6 +47,8 @@ class Tracer {
   void write(const std::string& path, const std::vector<std::pair<std::string, std::int64_t>>& meta) const;
 
   std::size_t size() const { return events_.size(); }
+  void set_annotator(TraceAnnotator* annotator) { annotator_ = annotator; }
+  TraceAnnotator* annotator() const { return annotator_; }
 
  private:
   struct Event {
@@ -50,6 +61,7 @@ class Tracer {
   std::int64_t clock_sync_us_;
   std::vector<Event> events_;
   std::vector<std::pair<int, std::string>> tracks_;
+  TraceAnnotator* annotator_ = nullptr;
 };
 
 // The tracer that hooks record into; null when nothing is traced.
@@ -60,10 +72,14 @@ void set_active_tracer(Tracer* tracer);
 class TraceSpan {
  public:
   explicit TraceSpan(const char* name, int index = -1) : tracer_(active_tracer()), name_(name), index_(index) {
-    if (tracer_) start_us_ = Tracer::now_us();
+    if (!tracer_) return;
+    if (TraceAnnotator* a = tracer_->annotator()) a->push(name_, index_);
+    start_us_ = Tracer::now_us();
   }
   ~TraceSpan() {
-    if (tracer_) tracer_->complete(name_, index_, kTraceMainTrack, start_us_, Tracer::now_us());
+    if (!tracer_) return;
+    tracer_->complete(name_, index_, kTraceMainTrack, start_us_, Tracer::now_us());
+    if (TraceAnnotator* a = tracer_->annotator()) a->pop();
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;

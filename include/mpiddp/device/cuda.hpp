@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "mpiddp/common/trace.hpp"
 #include "mpiddp/device/device.hpp"
 
 namespace mpiddp {
@@ -35,6 +36,10 @@ struct CudaDeviceInfo {
 CudaDeviceInfo cuda_device_info(int ordinal);
 
 std::unique_ptr<Device> make_cuda_device(int ordinal);
+
+// NVTX ranges around the traced spans (train.trace_steps), for Nsight Systems;
+// null in a build without CUDA.
+TraceAnnotator* cuda_trace_annotator();
 
 // Measured rate of a large matrix product (m = n = k = size), in TFLOP/s.
 double cuda_matmul_tflops(int ordinal, Precision precision, int size, double seconds);

@@ -19,7 +19,8 @@ constexpr std::int64_t kTraceWarmupSteps = 2;
 class TraceWindow {
  public:
   // Collective when tracing is on (a barrier gives the ranks a common instant).
-  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets);
+  // On a GPU (`host_device` false) the spans are also NVTX ranges.
+  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets, bool host_device);
   ~TraceWindow() { set_active_tracer(nullptr); }
   // Before each step: opens the window, or closes it and writes the file.
   void before_step() {
