@@ -19,6 +19,6 @@ std::unique_ptr<GradientTransport> make_nccl_transport(Communicator&, Device&, b
   throw InputError(std::string("dist.backend = nccl: ") + kNoCuda);
 }
 double cuda_matmul_tflops(int, Precision, int, double) { throw InputError(kNoCuda); }
-TraceAnnotator* cuda_trace_annotator() { return nullptr; }
+std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device&) { return nullptr; }
 
 }  // namespace mpiddp

@@ -1,34 +1,103 @@
-// NVTX ranges around the traced host spans, so that Nsight Systems shows the
-// same phases (step, layers, all-reduce wait, optimizer) over its CUDA rows.
-// NVTX 3 is header-only and costs nothing when no profiler is attached.
+// The GPU side of a trace: each traced host span is an NVTX range (Nsight
+// Systems shows the same phases over its CUDA rows) and a pair of CUDA events
+// on the compute stream, so the file also shows when the device itself reached
+// the span's start and end. NVTX 3 is header-only and costs nothing when no
+// profiler is attached.
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
+#include <vector>
 
+#include <cuda_runtime.h>
+
+#include "cuda_device.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
 namespace {
 
-class NvtxAnnotator : public TraceAnnotator {
+class CudaTimeline : public TraceAnnotator {
  public:
+  explicit CudaTimeline(cudaStream_t stream) : stream_(stream) {}
+  ~CudaTimeline() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+
   void push(const char* name, int index) override {
     if (index < 0) {
       nvtxRangePushA(name);
+    } else {
+      char text[96];
+      std::snprintf(text, sizeof(text), "%s %d", name, index);
+      nvtxRangePushA(text);
+    }
+    if (!reference_) start_reference();
+    open_.push_back(spans_.size());
+    spans_.push_back({name, index, record(), nullptr});
+  }
+
+  void pop() override {
+    nvtxRangePop();
+    if (open_.empty()) return;
+    spans_[open_.back()].end = record();
+    open_.pop_back();
+  }
+
+  // Device times are offsets from a reference event whose host time is known.
+  void flush(Tracer& tracer) override {
+    if (!reference_ || cudaStreamSynchronize(stream_) != cudaSuccess) return;
+    for (const Span& s : spans_) {
+      float begin_ms = 0.0f, end_ms = 0.0f;
+      if (!s.begin || !s.end || cudaEventElapsedTime(&begin_ms, reference_, s.begin) != cudaSuccess ||
+          cudaEventElapsedTime(&end_ms, reference_, s.end) != cudaSuccess)
+        continue;
+      tracer.complete(s.name, s.index, kTraceDeviceTrack, reference_us_ + static_cast<std::int64_t>(begin_ms * 1000.0f),
+                      reference_us_ + static_cast<std::int64_t>(end_ms * 1000.0f));
+    }
+    spans_.clear();
+  }
+
+ private:
+  struct Span {
+    const char* name;
+    int index;
+    cudaEvent_t begin, end;
+  };
+
+  cudaEvent_t record() {
+    if (used_ == pool_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) return nullptr;
+      pool_.push_back(e);
+    }
+    cudaEvent_t e = pool_[used_++];
+    return cudaEventRecord(e, stream_) == cudaSuccess ? e : nullptr;
+  }
+
+  // Once, at the first span: the device catches up and the host notes the time.
+  void start_reference() {
+    reference_ = record();
+    if (!reference_ || cudaEventSynchronize(reference_) != cudaSuccess) {
+      reference_ = nullptr;
       return;
     }
-    char text[96];
-    std::snprintf(text, sizeof(text), "%s %d", name, index);
-    nvtxRangePushA(text);
+    reference_us_ = Tracer::now_us();
   }
-  void pop() override { nvtxRangePop(); }
+
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> pool_;
+  std::size_t used_ = 0;
+  std::vector<Span> spans_;
+  std::vector<std::size_t> open_;
+  cudaEvent_t reference_ = nullptr;
+  std::int64_t reference_us_ = 0;
 };
 
 }  // namespace
 
-TraceAnnotator* cuda_trace_annotator() {
-  static NvtxAnnotator annotator;
-  return &annotator;
+std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device& device) {
+  if (device.kind() != DeviceKind::cuda) return nullptr;
+  return std::make_unique<CudaTimeline>(static_cast<cuda::CudaDevice&>(device).compute_stream());
 }
 
 }  // namespace mpiddp

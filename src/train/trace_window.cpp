@@ -10,7 +10,7 @@
 namespace mpiddp {
 
 TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets,
-                         bool host_device)
+                         Device& device)
     : steps_(config.train.trace_steps), buckets_(static_cast<std::int64_t>(buckets)) {
   if (steps_ <= 0) return;
   // The common clock: every rank reads its steady clock right after the same
@@ -22,8 +22,10 @@ TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t l
   // Room for every event of the window, so recording never allocates.
   const std::size_t per_step = static_cast<std::size_t>(config.train.accumulate) * (2 * layers + 3) + buckets + 16;
   tracer_ = std::make_unique<Tracer>(rank, per_step * static_cast<std::size_t>(steps_), sync_us);
-  if (!host_device) tracer_->set_annotator(cuda_trace_annotator());
+  device_ = cuda_trace_annotator(device);
+  tracer_->set_annotator(device_.get());
   tracer_->name_track(kTraceMainTrack, "host");
+  if (device_) tracer_->name_track(kTraceDeviceTrack, "device (compute stream)");
   for (std::size_t b = 0; b < buckets; ++b)
     tracer_->name_track(kTraceBucketTrack + static_cast<int>(b), "allreduce bucket " + std::to_string(b));
   path_ = (std::filesystem::path(config.run.dir) / "trace" / ("rank-" + std::to_string(rank) + ".json")).string();
@@ -48,6 +50,7 @@ void TraceWindow::write() {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
     const std::int64_t traced = std::max<std::int64_t>(0, std::min(steps_, seen_ - kTraceWarmupSteps));
+    if (device_) device_->flush(*tracer_);
     tracer_->write(path_, {{"warmup_steps", kTraceWarmupSteps}, {"traced_steps", traced}, {"buckets", buckets_}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpiddp: warning: %s\n", e.what());

@@ -44,7 +44,7 @@ class Trainer {
         progress_(session),
         checkpointer_(session),
         tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size(),
-                 session.compute.device->is_host()),
+                 *session.compute.device),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
   }

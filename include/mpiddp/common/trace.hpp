@@ -13,15 +13,19 @@ namespace mpiddp {
 
 // Tracks (Chrome "tid"s) of one rank: the host thread, then one per bucket.
 constexpr int kTraceMainTrack = 0;
+constexpr int kTraceDeviceTrack = 1;  // the GPU's compute stream
 constexpr int kTraceBucketTrack = 100;  // bucket b is on track kTraceBucketTrack + b
 
-// Marks the host spans for an outside profiler too: NVTX ranges for Nsight
-// Systems in a CUDA build (cuda_trace_annotator()), nothing otherwise.
+// Follows the host spans on a device: in a CUDA build (cuda_trace_annotator())
+// NVTX ranges for Nsight Systems and CUDA events on the compute stream, which
+// flush() turns into the device's own spans on track kTraceDeviceTrack.
+class Tracer;
 class TraceAnnotator {
  public:
   virtual ~TraceAnnotator() = default;
   virtual void push(const char* name, int index) = 0;
   virtual void pop() = 0;
+  virtual void flush(Tracer& tracer) = 0;  // before the file is written
 };
 
 class Tracer {

@@ -37,9 +37,9 @@ CudaDeviceInfo cuda_device_info(int ordinal);
 
 std::unique_ptr<Device> make_cuda_device(int ordinal);
 
-// NVTX ranges around the traced spans (train.trace_steps), for Nsight Systems;
-// null in a build without CUDA.
-TraceAnnotator* cuda_trace_annotator();
+// NVTX ranges and device-side spans from CUDA events around the traced spans
+// (train.trace_steps); null unless `device` is a CUDA device.
+std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device& device);
 
 // Measured rate of a large matrix product (m = n = k = size), in TFLOP/s.
 double cuda_matmul_tflops(int ordinal, Precision precision, int size, double seconds);

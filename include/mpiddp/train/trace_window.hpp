@@ -10,6 +10,7 @@
 
 #include "mpiddp/common/trace.hpp"
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/device/device.hpp"
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp {
@@ -19,8 +20,8 @@ constexpr std::int64_t kTraceWarmupSteps = 2;
 class TraceWindow {
  public:
   // Collective when tracing is on (a barrier gives the ranks a common instant).
-  // On a GPU (`host_device` false) the spans are also NVTX ranges.
-  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets, bool host_device);
+  // On a CUDA `device` the spans are also NVTX ranges and device-side spans.
+  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets, Device& device);
   ~TraceWindow() { set_active_tracer(nullptr); }
   // Before each step: opens the window, or closes it and writes the file.
   void before_step() {
@@ -34,6 +35,7 @@ class TraceWindow {
   void write();
 
   std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<TraceAnnotator> device_;
   std::string path_;
   std::int64_t steps_ = 0, seen_ = 0, buckets_ = 0;
   bool written_ = false;
