@@ -56,14 +56,15 @@ void refuse_unknown_members(hid_t file, const std::string& group, const std::set
 
 // Reads group/<param name> for every parameter into `out` (same layout as the
 // flat buffers), checking names both ways and shapes.
-void read_arrays(hid_t file, const std::string& group, const ParameterStore& params, std::vector<float>& out,
-                 const std::string& path) {
-  std::set<std::string> names;
-  for (const auto& p : params.list()) names.insert(p.name);
+void read_arrays(hid_t file, const std::string& group, const std::vector<Parameter>& list, std::size_t total,
+                 std::vector<float>& out, const std::string& path, const std::set<std::string>& also_known = {}) {
+  std::set<std::string> names = also_known;
+  for (const auto& p : list) names.insert(p.name);
   if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0)
-    refuse_unknown_members(file, group, names, path, "a parameter of this model");
-  out.assign(params.total(), 0.0f);
-  for (const auto& p : params.list()) {
+    refuse_unknown_members(file, group, names, path,
+                           group == "buffers" ? "a buffer of this model" : "a parameter of this model");
+  out.assign(total, 0.0f);
+  for (const auto& p : list) {
     const std::string name = group + "/" + p.name;
     if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
       throw InputError(path + ": no dataset '" + name + "' (a checkpoint of another model?)");
@@ -85,6 +86,62 @@ void read_arrays(hid_t file, const std::string& group, const ParameterStore& par
         H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data() + p.offset),
         path + ": cannot read '" + name + "' (damaged file?)");
   }
+}
+
+void read_arrays(hid_t file, const std::string& group, const ParameterStore& params, std::vector<float>& out,
+                 const std::string& path) {
+  read_arrays(file, group, params.list(), params.total(), out, path);
+}
+
+// /buffers: BatchNorm's running statistics (float32) and num_batches_tracked
+// (an int64 scalar), under PyTorch's state_dict names. Only models with buffers have the group.
+void write_buffers(hid_t file, const ParameterStore& params, const std::string& path) {
+  if (params.buffer_list().empty() && params.counter_names().empty()) return;
+  h5::Handle group = make_group(file, "buffers", path);
+  for (const auto& b : params.buffer_list())
+    write_array(group.get(), b.name, params.host_buffers() + b.offset, b.shape, path);
+  for (std::size_t i = 0; i < params.counter_names().size(); ++i) {
+    const std::string& name = params.counter_names()[i];
+    h5::Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    h5::Handle dataset(h5::check_id<RuntimeError>(H5Dcreate2(group.get(), name.c_str(), H5T_STD_I64LE, space.get(),
+                                                             H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                                  path + ": cannot create dataset " + name + " (disk full?)"),
+                       H5Dclose);
+    const std::int64_t value = params.counter(i);
+    h5::check<RuntimeError>(H5Dwrite(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value),
+                            path + ": cannot write dataset " + name + " (disk full?)");
+  }
+}
+
+struct StagedBuffers {
+  std::vector<float> values;
+  std::vector<std::int64_t> counters;
+};
+
+// Reads /buffers, checking names both ways; an int64 counter must be a scalar (or one element) >= 0.
+StagedBuffers read_buffers(hid_t file, const ParameterStore& params, const std::string& path) {
+  StagedBuffers staged;
+  const std::set<std::string> counters(params.counter_names().begin(), params.counter_names().end());
+  read_arrays(file, "buffers", params.buffer_list(), params.buffer_total(), staged.values, path, counters);
+  for (const std::string& counter : params.counter_names()) {
+    const std::string name = "buffers/" + counter;
+    if (H5Lexists(file, "buffers", H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
+      throw InputError(path + ": no dataset '" + name + "' (a checkpoint of another model?)");
+    h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+    h5::Handle space(H5Dget_space(dataset.get()), H5Sclose);
+    std::int64_t value = -1;
+    if (H5Sget_simple_extent_npoints(space.get()) != 1 ||
+        H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0 || value < 0)
+      throw InputError(path + ": '" + name + "' is not one count of at least 0 (damaged or edited checkpoint)");
+    staged.counters.push_back(value);
+  }
+  return staged;
+}
+
+void commit_buffers(StagedBuffers staged, ParameterStore& params) {
+  std::copy(staged.values.begin(), staged.values.end(), params.host_buffers());
+  params.push_buffers();
+  for (std::size_t i = 0; i < staged.counters.size(); ++i) params.counter(i) = staged.counters[i];
 }
 
 }  // namespace
@@ -119,6 +176,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
 
     h5::Handle param_group = make_group(f, "params", path);
     for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.host_values() + p.offset, p.shape, path);
+    write_buffers(f, params, path);
 
     h5::Handle optim_group = make_group(f, "optimizer", path);
     h5::write_string_attribute(optim_group.get(), "name", optimizer.name());
@@ -214,13 +272,12 @@ void read_initial_weights(const std::string& path, ParameterStore& params) {
   if (!file) throw InputError(where + ": not a readable HDF5 file");
   if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0)
     throw InputError(where + ": no /params group (write one with scripts/from-torch)");
-  // The model has no buffers (running statistics): any array under /buffers is one it would drop.
-  if (H5Lexists(file.get(), "buffers", H5P_DEFAULT) > 0)
-    refuse_unknown_members(file.get(), "buffers", {}, where, "a buffer of this model");
   std::vector<float> values;
   read_arrays(file.get(), "params", params, values, where);
+  StagedBuffers buffers = read_buffers(file.get(), params, where);
   std::copy(values.begin(), values.end(), params.host_values());
   params.push_values();
+  commit_buffers(std::move(buffers), params);
 }
 
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
@@ -249,7 +306,10 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   check_counters(state, path);
 
   // Only the model's and the optimizer's arrays, nothing more and nothing less.
-  refuse_unknown_members(f, "/", {"params", "optimizer"}, path, "part of a checkpoint");
+  const bool has_buffers = !params.buffer_list().empty() || !params.counter_names().empty();
+  refuse_unknown_members(f, "/", has_buffers ? std::set<std::string>{"params", "optimizer", "buffers"}
+                                             : std::set<std::string>{"params", "optimizer"},
+                         path, "part of a checkpoint");
   auto buffers = optimizer.state();
   std::set<std::string> state_names;
   for (const auto& buffer : buffers) state_names.insert(buffer.name);
@@ -258,6 +318,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   // Stage everything, then commit: a failure leaves the model untouched.
   std::vector<float> values;
   read_arrays(f, "params", params, values, path);
+  StagedBuffers model_buffers = read_buffers(f, params, path);
   std::vector<std::vector<float>> staged(buffers.size());
   std::vector<bool> present(buffers.size(), false);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -268,6 +329,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   }
   std::copy(values.begin(), values.end(), params.host_values());
   params.push_values();
+  commit_buffers(std::move(model_buffers), params);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     if (present[i]) buffers[i].values->host() = std::move(staged[i]);
     else buffers[i].values->host().clear();

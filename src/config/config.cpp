@@ -194,7 +194,14 @@ void describe(Schema& s, Config& c) {
   s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
   s.add("data.shuffle", &c.data.shuffle, "shuffle each epoch (seed + epoch)");
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
-  s.add("model.hidden", &c.model.hidden, "hidden layer widths, comma separated");
+  s.add("model.layers", &c.model.layers,
+        "layer list, e.g. 'conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(128) relu linear' "
+        "(empty = the MLP of model.hidden)");
+  s.add("model.input_shape", &c.model.input_shape,
+        "shape of one sample, C,H,W (or H,W); empty = the shards' sample_shape attribute");
+  s.add("model.sync_batchnorm", &c.model.sync_batchnorm,
+        "BatchNorm statistics over the global batch of all ranks (PyTorch's SyncBatchNorm)");
+  s.add("model.hidden", &c.model.hidden, "hidden layer widths, comma separated (when model.layers is empty)");
   s.add("model.activation", &c.model.activation, "{}");
   s.add("model.dropout", &c.model.dropout, "dropout probability after hidden activations", from_below(0, 1));
   s.add("model.classes", &c.model.classes, "output classes, 0 = shards' num_classes attribute", at_least(0));
@@ -269,9 +276,36 @@ std::vector<int> parse_widths(const std::string& where, const std::string& text)
   return widths;
 }
 
+// "1,28,28" -> {1, 28, 28}: one to three positive sizes.
+std::vector<std::size_t> parse_input_shape(const std::string& where, const std::string& text) {
+  std::vector<std::size_t> dims;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    long value = 0;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    while (used < item.size() && (item[used] == ' ' || item[used] == '\t')) ++used;
+    if (used != item.size() || value < 1 || value > (1L << 30))
+      bad(where, "model.input_shape", "'" + item + "' is not a positive size (write C,H,W, e.g. 1,28,28)");
+    dims.push_back(static_cast<std::size_t>(value));
+  }
+  if (dims.size() > 3) bad(where, "model.input_shape", "has " + std::to_string(dims.size()) + " sizes; at most 3 (C,H,W)");
+  return dims;
+}
+
 // The rules between keys, after every key passed its own range.
 void validate(Config& c, const Origin& origin) {
   c.model.hidden_sizes = parse_widths(origin.of("model.hidden"), c.model.hidden);
+  if (!c.model.input_shape.empty())
+    c.model.input_dims = parse_input_shape(origin.of("model.input_shape"), c.model.input_shape);
+  if (!c.model.layers.empty() && c.model.dropout > 0.0)
+    bad(origin.of("model.dropout"), "model.dropout",
+        "applies to the model.hidden MLP only; with model.layers, write dropout(p) in the list");
   if (c.model.classes == 1)
     bad(origin.of("model.classes"), "model.classes",
         "1 class cannot be told apart from anything; use at least 2, or 0 for the shards' num_classes");

@@ -69,6 +69,8 @@ class NcclTransport final : public GradientTransport {
       ncclCommFinalize(comm_);
       ncclCommDestroy(comm_);
     }
+    for (cudaEvent_t e : {layer_ready_, layer_done_})
+      if (e) cudaEventDestroy(e);
     for (auto& b : buckets_) {
       if (b.ready) cudaEventDestroy(b.ready);
       if (b.done) cudaEventDestroy(b.done);
@@ -99,7 +101,37 @@ class NcclTransport final : public GradientTransport {
     return std::make_unique<Reduced>(device_.compute_stream(), b.done);
   }
 
+  // The layers' collectives (SyncBatchNorm statistics, the buffer broadcast): on
+  // the communication stream too, so they keep their place among the buckets'
+  // all-reduces on the one communicator, with the compute stream ordered around them.
+  void allgather_now(const float* send, float* recv, std::size_t count) override {
+    in_stream_order("ncclAllGather", [&] { return ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_); });
+  }
+  void allreduce_sum_now(float* data, std::size_t count) override {
+    in_stream_order("ncclAllReduce (layer)",
+                    [&] { return ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_); });
+  }
+  void broadcast_now(float* data, std::size_t count, int root) override {
+    in_stream_order("ncclBroadcast", [&] { return ncclBroadcast(data, data, count, ncclFloat32, root, comm_, stream_); });
+  }
+
  private:
+  template <class Enqueue>
+  void in_stream_order(const char* what, Enqueue&& enqueue) {
+    if (!layer_ready_) {
+      cuda::check(cudaEventCreateWithFlags(&layer_ready_, cudaEventDisableTiming), "cudaEventCreate");
+      cuda::check(cudaEventCreateWithFlags(&layer_done_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    cuda::check(cudaEventRecord(layer_ready_, device_.compute_stream()), "cudaEventRecord (layer collective)");
+    cuda::check(cudaStreamWaitEvent(stream_, layer_ready_, 0), "cudaStreamWaitEvent (layer collective)");
+    {
+      Watchdog::Scope scope(what);
+      check_nccl(enqueue(), what);
+    }
+    cuda::check(cudaEventRecord(layer_done_, stream_), "cudaEventRecord (layer collective done)");
+    cuda::check(cudaStreamWaitEvent(device_.compute_stream(), layer_done_, 0), "cudaStreamWaitEvent (layer collective)");
+  }
+
   struct BucketState {
     cudaEvent_t ready = nullptr, done = nullptr;
     __nv_bfloat16* bf16 = nullptr;
@@ -161,6 +193,7 @@ class NcclTransport final : public GradientTransport {
   int rank_, size_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t layer_ready_ = nullptr, layer_done_ = nullptr;
   std::vector<BucketState> buckets_;
 };
 

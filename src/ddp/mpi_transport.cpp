@@ -32,7 +32,31 @@ class MpiTransport final : public GradientTransport {
     return std::make_unique<Staged>(comm_.start_allreduce_sum(host.data(), count), device_, data, host.data(), count);
   }
 
+  void allgather_now(const float* send, float* recv, std::size_t count) override {
+    if (device_.is_host()) return comm_.allgather(send, count * sizeof(float), recv);
+    std::vector<float> mine(count), all(count * static_cast<std::size_t>(comm_.size()));
+    device_.copy_to_host(mine.data(), send, count * sizeof(float));
+    comm_.allgather(mine.data(), count * sizeof(float), all.data());
+    device_.copy_to_device(recv, all.data(), all.size() * sizeof(float));
+  }
+  void allreduce_sum_now(float* data, std::size_t count) override {
+    through_host(data, count, [&](float* host) { comm_.allreduce_sum(host, count); });
+  }
+  void broadcast_now(float* data, std::size_t count, int root) override {
+    through_host(data, count, [&](float* host) { comm_.broadcast(host, count * sizeof(float), root); });
+  }
+
  private:
+  // Runs `collective` on host memory: `data` itself on the CPU, else a copy.
+  template <class Collective>
+  void through_host(float* data, std::size_t count, Collective&& collective) {
+    if (device_.is_host()) return collective(data);
+    std::vector<float> host(count);
+    device_.copy_to_host(host.data(), data, count * sizeof(float));
+    collective(host.data());
+    device_.copy_to_device(data, host.data(), count * sizeof(float));
+  }
+
   // Waits for the host all-reduce, then sends the result back to the device.
   class Staged final : public PendingReduction {
    public:

@@ -50,6 +50,22 @@ void GradientReducer::synchronize_parameters() {
   params_.pull_values();
   comm_.broadcast(params_.host_values(), params_.total() * sizeof(float), 0);
   params_.push_values();
+  broadcast_model_buffers(params_, comm_);
+}
+
+void broadcast_model_buffers(ParameterStore& params, Communicator& comm) {
+  if (params.buffer_total() > 0) {
+    params.pull_buffers();
+    comm.broadcast(params.host_buffers(), params.buffer_total() * sizeof(float), 0);
+    params.push_buffers();
+  }
+  for (std::size_t i = 0; i < params.counter_names().size(); ++i)
+    comm.broadcast(&params.counter(i), sizeof(std::int64_t), 0);
+}
+
+void GradientReducer::broadcast_buffers() {
+  if (!broadcast_buffers_ || transport_->size() < 2 || params_.buffer_total() == 0) return;
+  transport_->broadcast_now(params_.buffers(), params_.buffer_total(), 0);
 }
 
 void GradientReducer::prepare(bool sync, int micro_batches) {

@@ -16,6 +16,9 @@ CpuDevice::CpuDevice() {
   provide<PointwiseOps>(cpu::make_pointwise_ops());
   provide<LossOps>(cpu::make_loss_ops());
   provide<UpdateOps>(cpu::make_update_ops());
+  provide<ConvOps>(cpu::make_conv_ops());
+  provide<PoolOps>(cpu::make_pool_ops());
+  provide<NormOps>(cpu::make_norm_ops());
 }
 
 void CpuDevice::set_precision(Precision p) {

@@ -1,6 +1,7 @@
 #include "mpiddp/nn/layers.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "mpiddp/common/random.hpp"
@@ -9,8 +10,19 @@ namespace mpiddp {
 
 // ---- Linear ----------------------------------------------------------------
 
-void Linear::declare(ParameterStore& params, const std::string& prefix, std::size_t in) {
-  in_ = in;
+Shape Linear::output_shape(const Shape& in) const {
+  if (in.size() != 1)
+    throw LayerError("linear needs one feature dimension per sample, but gets " + shape_text(in) +
+                     " (put flatten before it)");
+  return {out_};
+}
+
+std::string Linear::arguments() const {
+  return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_);
+}
+
+void Linear::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
+  in_ = element_count(in);
   weight_ = params.add(prefix + ".weight", {out_, in_});
   bias_ = params.add(prefix + ".bias", {out_});
 }
@@ -68,6 +80,12 @@ void Activation::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Ma
 
 // ---- Dropout -----------------------------------------------------------------
 
+std::string Dropout::arguments() const {
+  char text[32];
+  std::snprintf(text, sizeof(text), "p=%g", p_);
+  return text;
+}
+
 void Dropout::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   y.resize(x.rows(), x.cols());
   const std::size_t n = x.size();
@@ -87,6 +105,19 @@ void Dropout::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix*
   dx->resize(x.rows(), x.cols());
   if (masked_) device().ops<PointwiseOps>().multiply(dy.data(), mask_.data(), dx->data(), x.size());
   else device().copy_within(dx->data(), dy.data(), x.size() * sizeof(float));
+}
+
+// ---- Flatten -----------------------------------------------------------------
+
+void Flatten::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
+  y.resize(x.rows(), x.cols());
+  device().copy_within(y.data(), x.data(), x.size() * sizeof(float));
+}
+
+void Flatten::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
+  if (!dx) return;
+  dx->resize(x.rows(), x.cols());
+  device().copy_within(dx->data(), dy.data(), x.size() * sizeof(float));
 }
 
 }  // namespace mpiddp

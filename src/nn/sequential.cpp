@@ -1,36 +1,53 @@
 #include "mpiddp/nn/sequential.hpp"
 
+#include <cstdio>
+
+#include "mpiddp/common/error.hpp"
 #include "mpiddp/common/trace.hpp"
-#include "mpiddp/nn/layers.hpp"
 
 namespace mpiddp {
 
-Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed,
+std::string layer_position(std::size_t index) {
+  return "layer " + std::to_string(index + 1) + " (layers." + std::to_string(index) + ")";
+}
+
+Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& input, std::uint64_t seed,
                        Device* device)
     : layers_(std::move(layers)),
       device_(device ? device : &cpu_device()),
       grad_a_(device_),
       grad_b_(device_),
-      grad_output_(device_),
-      in_features_(in_features) {
+      grad_output_(device_) {
   for (std::size_t i = 0; i <= layers_.size(); ++i) activations_.emplace_back(device_);
-  std::size_t width = in_features;
+  shapes_.push_back(input);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->bind(*device_);
-    layers_[i]->declare(params_, "layers." + std::to_string(i), width);
-    width = layers_[i]->out_features(width);
+    try {
+      shapes_.push_back(layers_[i]->output_shape(shapes_.back()));
+      layers_[i]->bind(*device_);
+      layers_[i]->declare(params_, "layers." + std::to_string(i), shapes_[i]);
+    } catch (const LayerError& e) {
+      throw LayerError(layer_position(i) + " " + layers_[i]->kind() + ": " + e.what());
+    }
   }
-  out_features_ = width;
   params_.allocate(device_);
   for (auto& layer : layers_) layer->initialize(params_, seed);
   params_.push_values();  // initial values are drawn on the host
+  params_.push_buffers();
+}
+
+void Sequential::set_cross_rank(CrossRank* collectives) {
+  for (auto& layer : layers_) layer->set_cross_rank(collectives);
 }
 
 const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     TraceSpan span("forward layer", static_cast<int>(i));
-    layers_[i]->forward(*input, activations_[i + 1], ctx);
+    try {
+      layers_[i]->forward(*input, activations_[i + 1], ctx);
+    } catch (const LayerError& e) {
+      throw InputError("model.layers: " + layer_position(i) + " " + layers_[i]->kind() + ": " + e.what());
+    }
     input = &activations_[i + 1];
   }
   first_input_ = &x;  // the caller owns the input; backward reads it from there
@@ -54,27 +71,16 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
 
 std::string Sequential::describe() const {
   std::string text;
-  std::size_t width = in_features_;
-  for (const auto& layer : layers_) {
-    const std::size_t out = layer->out_features(width);
-    if (!text.empty()) text += " ";
-    text += layer->kind();
-    if (out != width || layer->kind() == "Linear") text += "(" + std::to_string(width) + "->" + std::to_string(out) + ")";
-    width = out;
+  char line[256];
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::size_t count = 0;
+    for (std::size_t index : layers_[i]->parameter_indices()) count += params_.list()[index].count;
+    const std::string module = layers_[i]->kind() + "(" + layers_[i]->arguments() + ")";
+    std::snprintf(line, sizeof(line), "  layers.%-3zu %-48s %-14s %10zu\n", i, module.c_str(),
+                  shape_text(shapes_[i + 1]).c_str(), count);
+    text += line;
   }
   return text;
-}
-
-std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
-                                      std::uint64_t seed, Device* device) {
-  std::vector<std::unique_ptr<Layer>> layers;
-  for (int width : model.hidden_sizes) {
-    layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
-    layers.push_back(std::make_unique<Activation>(model.activation));
-    if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));
-  }
-  layers.push_back(std::make_unique<Linear>(out_features));
-  return std::make_unique<Sequential>(std::move(layers), in_features, seed, device);
 }
 
 }  // namespace mpiddp

@@ -48,6 +48,7 @@ void Checkpointer::save(const ResumePoint& point, const WindowTotals& window, st
   state.skipped_steps = skipped_steps;
   ParameterStore& params = session_.model->parameters();
   params.pull_values();  // checkpoints hold the host copies
+  params.pull_buffers();
   session_.optimizer->pull_state();
   agree_or_fail(session_.comm, [&] {
     if (!session_.root) return;

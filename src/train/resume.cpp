@@ -176,6 +176,7 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
   // Host copies travel over MPI (rank 0 read them), then go to each device.
   comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);
   params.push_values();
+  broadcast_model_buffers(params, comm);
   for (auto& buffer : optimizer.state()) {
     std::uint64_t size = buffer.values->size();
     comm.broadcast(&size, sizeof(size), 0);

@@ -8,6 +8,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/memory_budget.hpp"
 #include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_directory.hpp"
@@ -94,13 +95,26 @@ void TrainingSession::open_data(int ranks_on_node) {
 
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
-    model = build_mlp(config.model, train_data->feature_dim(), outputs, config.train.seed, compute.device);
+    model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
+    model->set_cross_rank(compute.transport.get());
   });
   reducer = std::make_unique<GradientReducer>(
       model->parameters(), comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),
       static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0), compute.transport.get());
+  reducer->set_broadcast_buffers(!config.model.sync_batchnorm);
   agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
   optimizer = make_optimizer(config.optim, compute.device);
+}
+
+// One sample's shape: model.input_shape, else the shards' sample_shape attribute.
+Shape TrainingSession::input_shape() const {
+  const std::vector<std::size_t>& dims = config.model.input_dims;
+  if (dims.empty()) return train_data->sample_shape();
+  if (element_count(dims) != train_data->feature_dim())
+    throw InputError("model.input_shape " + config.model.input_shape + " has " + std::to_string(element_count(dims)) +
+                     " elements, but the samples of " + config.data.train + " have " +
+                     std::to_string(train_data->feature_dim()) + " features");
+  return dims;
 }
 
 // The position to start from (a checkpoint's, or the beginning), and the run
@@ -158,7 +172,8 @@ void TrainingSession::print_banner() const {
   if (!compute.device->is_host()) std::printf("rank 0 device: %s\n", compute.device->describe().c_str());
   std::printf("train data: %s\n", train_data->describe().c_str());
   if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
-  std::printf("model: %s (%zu parameters)\n", model->describe().c_str(), model->parameters().total());
+  std::printf("model: %zu parameters, input %s\n%s", model->parameters().total(),
+              shape_text(model->input_shape()).c_str(), model->describe().c_str());
   if (!resumed && !config.model.init.empty()) std::printf("initial weights: %s\n", config.model.init.c_str());
   std::printf("--- resolved input file ---\n%s---\n", config.resolved_ini.c_str());
   std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",

@@ -35,6 +35,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     const int slot = staging_slot(ctx.counter);
     const StagedBatch* ready = in.resident ? in.resident : (i == 0 ? in.first_staged : nullptr);
     const StagedBatch batch = ready ? *ready : stage(device, micro[i], slot);
+    reducer.broadcast_buffers();  // DDP's broadcast_buffers, before every training forward
     const Matrix& output = model.forward(*batch.features, ctx);
     {
       TraceSpan span("loss");

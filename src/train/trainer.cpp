@@ -215,6 +215,8 @@ class Trainer {
   }
 
   void evaluate_epoch(std::int64_t completed) {
+    // Every rank evaluates with rank 0's running statistics, those the checkpoint holds.
+    s_.reducer->broadcast_buffers();
     last_eval_ = evaluate(*s_.model, *s_.test_data, s_.comm, config_, s_.classification);
     evaluated_ = true;
     if (!s_.root) return;

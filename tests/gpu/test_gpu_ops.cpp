@@ -15,7 +15,7 @@
 #include "mpiddp/device/ops/pointwise_ops.hpp"
 #include "mpiddp/device/ops/update_ops.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/step.hpp"
 

@@ -9,6 +9,7 @@
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/step.hpp"
 
 using namespace mpiddp;

@@ -7,7 +7,7 @@
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/nn/layers.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model_builder.hpp"
 
 using namespace mpiddp;
 
@@ -72,7 +72,7 @@ TEST_CASE("MLP gradients match finite differences", "[nn]") {
 TEST_CASE("Linear computes x W^T + b in PyTorch's layout", "[nn]") {
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(std::make_unique<Linear>(2));
-  Sequential model(std::move(layers), 3, 1);
+  Sequential model(std::move(layers), Shape{3}, 1);
   ParameterStore& p = model.parameters();
   REQUIRE(p.list()[0].name == "layers.0.weight");
   REQUIRE(p.list()[0].shape == std::vector<std::size_t>{2, 3});

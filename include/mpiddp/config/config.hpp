@@ -3,6 +3,7 @@
 // ([section] key = value) and from `--section.key value` command-line overrides,
 // which win over the file. Unknown keys and malformed values are InputErrors.
 // Enum-valued keys are parsed here, once (see choices.hpp).
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +25,11 @@ struct DataConfig {
 };
 
 struct ModelConfig {
+  // A Sequential layer list (see nn/model_builder.hpp); "" = the MLP of `hidden`.
+  std::string layers;
+  std::string input_shape;           // "C,H,W" (or "H,W", "F"): overrides the shards' sample_shape
+  std::vector<std::size_t> input_dims;  // parsed from `input_shape`, empty = from the shards
+  bool sync_batchnorm = false;       // BatchNorm statistics over all ranks' batches (SyncBatchNorm)
   std::string hidden = "256,128";    // hidden widths, comma separated ("" = linear model)
   std::vector<int> hidden_sizes;     // parsed from `hidden`
   ActivationKind activation = ActivationKind::relu;

@@ -27,6 +27,11 @@ class ShardedDataset {
   std::int64_t size() const { return size_; }
   std::size_t feature_dim() const { return feature_dim_; }
   std::size_t target_dim() const { return target_dim_; }
+  // One sample's shape from the shards' sample_shape attribute ([H, W] or
+  // [C, H, W] for images), or {feature_dim()} when they have none.
+  std::vector<std::size_t> sample_shape() const {
+    return sample_shape_.empty() ? std::vector<std::size_t>{feature_dim_} : sample_shape_;
+  }
   // The shards' num_classes attribute, 0 when absent.
   int declared_classes() const { return declared_classes_; }
   // Labels outside [0, classes) are reported as errors when read.
@@ -48,6 +53,7 @@ class ShardedDataset {
   LabelKind kind_;
   std::int64_t size_ = 0;
   std::size_t feature_dim_ = 0, target_dim_ = 1;
+  std::vector<std::size_t> sample_shape_;
   bool stored_uint8_ = false;
   double scale_ = 1.0;
   int declared_classes_ = 0;

@@ -42,6 +42,11 @@ class GradientReducer {
   // Sets rank 0's parameter values on every rank (DDP's construction-time
   // broadcast) after checking that every rank built the same parameter list.
   void synchronize_parameters();
+  // DDP's broadcast_buffers: rank 0's float buffers (BatchNorm running
+  // statistics) to every rank, before each training forward. Off with
+  // SyncBatchNorm, whose running statistics agree on every rank anyway.
+  void set_broadcast_buffers(bool on) { broadcast_buffers_ = on; }
+  void broadcast_buffers();
 
   // Call before each micro-batch's backward. `sync` false = no_sync: gradients
   // only accumulate locally. `micro_batches` is the number of micro-batches
@@ -64,6 +69,7 @@ class GradientReducer {
   std::unique_ptr<GradientTransport> owned_transport_;
   GradientTransport* transport_;
   bool reduce_single_rank_ = false;
+  bool broadcast_buffers_ = true;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter index -> bucket
   std::size_t next_to_launch_ = 0;
@@ -71,5 +77,9 @@ class GradientReducer {
   float scale_ = 1.0f;
   double wait_s_ = 0.0;
 };
+
+// Rank 0's buffers and counters (host copies, over MPI) to every rank: at start
+// and after a resume, where rank 0 read them.
+void broadcast_model_buffers(ParameterStore& params, Communicator& comm);
 
 }  // namespace mpiddp

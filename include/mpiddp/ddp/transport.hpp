@@ -8,14 +8,15 @@
 
 #include "mpiddp/device/device.hpp"
 #include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/nn/cross_rank.hpp"
 
 namespace mpiddp {
 
-class GradientTransport {
+// A transport also carries the layers' own collectives (CrossRank: SyncBatchNorm's
+// statistics, DDP's buffer broadcast) on the same device memory.
+class GradientTransport : public CrossRank {
  public:
-  virtual ~GradientTransport() = default;
   virtual std::string name() const = 0;
-  virtual int size() const = 0;
   // Starts the SUM all-reduce of bucket number `bucket` (count floats at data, on
   // the model's device, already pre-divided). `last`: no bucket follows in this
   // step. Returns null when the result is already in place; otherwise the

@@ -1,15 +1,20 @@
 #pragma once
 // A layer with explicit forward and backward. Layers own no parameter memory:
-// they register parameters in a ParameterStore and keep their indices. All
-// arithmetic goes through the bound Device, so a layer runs on CPU or GPU alike.
+// they register parameters (and buffers) in a ParameterStore and keep their
+// indices. All arithmetic goes through the bound Device, so a layer runs on CPU
+// or GPU alike. A batch is a Matrix of rows = samples; each row holds one sample
+// in the layer's input Shape (set by declare()).
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "mpiddp/device/device.hpp"
-#include "mpiddp/nn/parameters.hpp"
 #include "mpiddp/device/matrix.hpp"
+#include "mpiddp/nn/cross_rank.hpp"
+#include "mpiddp/nn/parameters.hpp"
+#include "mpiddp/nn/shape.hpp"
 
 namespace mpiddp {
 
@@ -21,21 +26,32 @@ struct ForwardContext {
   std::uint64_t counter = 0;    // micro-batch counter: masks differ per micro-batch, resumable
 };
 
+// A layer list that cannot work (bad shape, kernel larger than its input, ...).
+// The model builder adds `model.layers` and the layer's position.
+struct LayerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
-  virtual std::string kind() const = 0;
+  virtual std::string kind() const = 0;  // PyTorch's class name: "Conv2d"
   // The device every forward and backward runs on (set by Sequential).
   void bind(Device& device) {
     device_ = &device;
     on_bind();
   }
-  // Width of the output for an input of width `in`.
-  virtual std::size_t out_features(std::size_t in) const { return in; }
-  // Registers parameters under `prefix` (e.g. "layers.0").
-  virtual void declare(ParameterStore&, const std::string& /*prefix*/, std::size_t /*in*/) {}
-  // Writes initial values (after ParameterStore::allocate).
+  // Shape of one output sample for one input sample of shape `in`; throws
+  // LayerError when the layer cannot take that input.
+  virtual Shape output_shape(const Shape& in) const { return in; }
+  // Registers parameters and buffers under `prefix` (e.g. "layers.0"), for inputs of shape `in`.
+  virtual void declare(ParameterStore&, const std::string& /*prefix*/, const Shape& /*in*/) {}
+  // Writes initial values into the host copies (after ParameterStore::allocate).
   virtual void initialize(ParameterStore&, std::uint64_t /*seed*/) {}
+  // Arguments as PyTorch prints the module: "1, 32, kernel_size=3, padding=1".
+  virtual std::string arguments() const { return ""; }
+  // SyncBatchNorm's collectives; layers that need none ignore it.
+  virtual void set_cross_rank(CrossRank* /*collectives*/) {}
   virtual void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) = 0;
   // Given dL/dy, accumulates parameter gradients (overwrites them unless
   // accumulate) and writes dL/dx when dx is not null.

@@ -1,5 +1,5 @@
 #pragma once
-// The layers an MLP is built from.
+// The layers of an MLP (Linear, activations, Dropout) and Flatten.
 #include "mpiddp/device/ops/dense_ops.hpp"
 #include "mpiddp/device/ops/pointwise_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -10,8 +10,9 @@ class Linear final : public Layer {
  public:
   explicit Linear(std::size_t out) : out_(out) {}
   std::string kind() const override { return "Linear"; }
-  std::size_t out_features(std::size_t) const override { return out_; }
-  void declare(ParameterStore& params, const std::string& prefix, std::size_t in) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string arguments() const override;
+  void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
   void initialize(ParameterStore& params, std::uint64_t seed) override;
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
@@ -47,6 +48,7 @@ class Dropout final : public Layer {
   Dropout(double p, std::uint64_t layer_id) : p_(p), layer_id_(layer_id) {}
 
   std::string kind() const override { return "Dropout"; }
+  std::string arguments() const override;
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
@@ -59,6 +61,17 @@ class Dropout final : public Layer {
   std::uint64_t layer_id_;
   Matrix mask_{nullptr};  // 0 or 1/(1-p), from the last training forward (on the device after bind)
   bool masked_ = false;
+};
+
+// Flattens each sample to one dimension (PyTorch's Flatten: start_dim=1); the
+// data does not move, rows already hold samples in C order.
+class Flatten final : public Layer {
+ public:
+  std::string kind() const override { return "Flatten"; }
+  Shape output_shape(const Shape& in) const override { return {element_count(in)}; }
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
 };
 
 }  // namespace mpiddp

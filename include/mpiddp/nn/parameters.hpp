@@ -6,6 +6,7 @@
 // live on the model's device; the host copies serve initialisation, broadcasts
 // and checkpoints (see FlatBuffer).
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,14 +48,35 @@ class ParameterStore {
   void pull_grads() { grads_.pull(); }
   void push_values() { values_.push(); }
 
+  // Buffers: model state that is not trained (BatchNorm's running statistics).
+  // Float buffers live in a third flat buffer on the device; int64 counters
+  // (num_batches_tracked, a scalar) on the host. Both are checkpointed under
+  // /buffers with PyTorch's names, and DDP broadcasts rank 0's float buffers.
+  std::size_t add_buffer(const std::string& name, std::vector<std::size_t> shape);
+  std::size_t add_counter(const std::string& name);
+  const std::vector<Parameter>& buffer_list() const { return buffer_list_; }
+  std::size_t buffer_total() const { return buffers_.size(); }
+  float* buffer(std::size_t index) { return buffers_.data() + buffer_list_[index].offset; }
+  float* buffers() { return buffers_.data(); }
+  float* host_buffers() { return buffers_.host().data(); }
+  const float* host_buffers() const { return buffers_.host().data(); }
+  void pull_buffers() { buffers_.pull(); }
+  void push_buffers() { buffers_.push(); }
+  const std::vector<std::string>& counter_names() const { return counter_names_; }
+  std::int64_t& counter(std::size_t index) { return counters_[index]; }
+  std::int64_t counter(std::size_t index) const { return counters_[index]; }
+
   // A text that differs whenever names, shapes or order differ (cross-rank check).
   std::string signature() const;
 
  private:
   std::vector<Parameter> params_;
   Device* device_ = nullptr;
-  FlatBuffer values_, grads_;
-  std::size_t pending_total_ = 0;
+  FlatBuffer values_, grads_, buffers_;
+  std::size_t pending_total_ = 0, pending_buffers_ = 0;
+  std::vector<Parameter> buffer_list_;
+  std::vector<std::string> counter_names_;
+  std::vector<std::int64_t> counters_;
 };
 
 }  // namespace mpiddp

@@ -1,18 +1,20 @@
 #pragma once
-// A stack of layers with cached activations, built from the input file.
+// A stack of layers with cached activations, built from the input file
+// (model_builder.hpp).
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "mpiddp/config/config.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
 
 class Sequential {
  public:
-  // Parameters and activations live on `device` (the CPU when null).
-  Sequential(std::vector<std::unique_ptr<Layer>> layers, std::size_t in_features, std::uint64_t seed,
+  // Parameters and activations live on `device` (the CPU when null). `input`:
+  // the shape of one sample. Throws LayerError naming the layer (as
+  // "layer N (layers.I)") when a layer cannot take its input.
+  Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& input, std::uint64_t seed,
              Device* device = nullptr);
 
   Device& device() const { return *device_; }
@@ -21,9 +23,13 @@ class Sequential {
 
   ParameterStore& parameters() { return params_; }
   const ParameterStore& parameters() const { return params_; }
-  std::size_t in_features() const { return in_features_; }
-  std::size_t out_features() const { return out_features_; }
+  const Shape& input_shape() const { return shapes_.front(); }
+  std::size_t in_features() const { return element_count(shapes_.front()); }
+  std::size_t out_features() const { return element_count(shapes_.back()); }
+  const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Gives layers that need them (SyncBatchNorm) their cross-rank collectives.
+  void set_cross_rank(CrossRank* collectives);
 
   // Returns the output of the last layer (valid until the next forward).
   const Matrix& forward(const Matrix& x, const ForwardContext& ctx);
@@ -34,20 +40,20 @@ class Sequential {
   // dL/d(output) -> parameter gradients; overwrites gradients unless accumulate.
   void backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready);
 
-  std::string describe() const;  // "Linear(784->256) ReLU ..."
+  // One line per layer, like torchinfo: name, module, output shape, parameters.
+  std::string describe() const;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_;        // shapes_[i]: input of layer i; the last: the model's output
   std::vector<Matrix> activations_;  // activations_[i + 1] is the output of layer i
   Device* device_;
   Matrix grad_a_, grad_b_, grad_output_;
   const Matrix* first_input_ = nullptr;
   ParameterStore params_;
-  std::size_t in_features_, out_features_;
 };
 
-// MLP from [model]: Linear + activation (+ Dropout) per hidden width, then Linear.
-std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
-                                      std::uint64_t seed, Device* device = nullptr);
+// "layer 4 (layers.3)": how errors name a layer.
+std::string layer_position(std::size_t index);
 
 }  // namespace mpiddp

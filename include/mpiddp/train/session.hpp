@@ -62,6 +62,7 @@ class TrainingSession {
  private:
   void open_data(int ranks_on_node);
   void build_model();
+  Shape input_shape() const;
   void restore(const std::string& resume);
   void start_from_initial_weights();
 };

@@ -1,0 +1,32 @@
+#pragma once
+// 2-D convolution (PyTorch's Conv2d, groups = 1, dilation = 1), NCHW: x[n, c, h, w],
+// weight[out_c, c, kh, kw], bias[out_c], y[n, out_c, oh, ow]. On the CPU: im2col
+// and BLAS; on the GPU: cuDNN.
+#include <memory>
+
+#include "mpiddp/device/device.hpp"
+
+namespace mpiddp {
+
+struct ConvGeometry {
+  int n = 0;                // samples
+  int c = 0, h = 0, w = 0;  // input channels, height, width
+  int out_c = 0, kh = 0, kw = 0, stride = 1, padding = 0;
+  int out_h() const { return (h + 2 * padding - kh) / stride + 1; }
+  int out_w() const { return (w + 2 * padding - kw) / stride + 1; }
+};
+
+class ConvOps : public OpFamily {
+ public:
+  // The layer's scratch (im2col buffers, cuDNN descriptors and workspace).
+  virtual std::unique_ptr<LayerScratch> make_scratch() = 0;
+  virtual void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
+                            LayerScratch* scratch) = 0;
+  // dweight (+)= and dbias (+)= (overwritten unless accumulate).
+  virtual void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias,
+                                    const ConvGeometry& g, bool accumulate, LayerScratch* scratch) = 0;
+  virtual void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
+                                   LayerScratch* scratch) = 0;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,46 @@
+#pragma once
+// Batch normalisation over the channels of x[n, c, spatial] (BatchNorm1d: spatial
+// = 1 or L; BatchNorm2d: spatial = h * w). The statistics come in steps so that
+// SyncBatchNorm can combine every rank's before normalising:
+//   batch_moments -> (gathered from all ranks) combine_moments -> normalize_train
+// Moments are per channel: count, mean and M2 (sum of squared deviations), the
+// form that combines across ranks without cancellation.
+#include <cstddef>
+
+#include "mpiddp/device/device.hpp"
+
+namespace mpiddp {
+
+struct NormGeometry {
+  int n = 0, c = 0, spatial = 1;
+};
+
+class NormOps : public OpFamily {
+ public:
+  // moments[3][c]: count, mean, M2 of this batch.
+  virtual void batch_moments(const float* x, float* moments, const NormGeometry& g) = 0;
+  // all[ranks][3][c] -> moments[3][c], combined in rank order (Chan et al.).
+  virtual void combine_moments(const float* all, int ranks, float* moments, int c) = 0;
+  // From combined moments: y = (x - mean) * invstd * weight + bias; saves mean,
+  // invstd and count (saved[3][c]) for backward; running = (1 - momentum) * running +
+  // momentum * batch statistic (unbiased variance).
+  virtual void normalize_train(const float* x, float* y, const float* weight, const float* bias,
+                               const float* moments, float eps, float momentum, float* running_mean,
+                               float* running_var, float* saved, const NormGeometry& g) = 0;
+  virtual void normalize_eval(const float* x, float* y, const float* weight, const float* bias,
+                              const float* running_mean, const float* running_var, float eps,
+                              const NormGeometry& g) = 0;
+  // sums[2][c]: sum of dy and of dy * (x - mean) over this rank's batch.
+  virtual void backward_sums(const float* x, const float* dy, const float* saved, float* sums,
+                             const NormGeometry& g) = 0;
+  // dweight (+)= sum(dy * xhat), dbias (+)= sum(dy) from this rank's sums.
+  virtual void backward_params(const float* sums, const float* saved, float* dweight, float* dbias, int c,
+                               bool accumulate) = 0;
+  // dx from the sums over the batch the statistics came from (all ranks' with
+  // SyncBatchNorm), count = saved count: dx = weight * invstd * (dy - sum_dy / count
+  // - (x - mean) * invstd^2 * sum_dy_xmu / count).
+  virtual void backward_input(const float* x, const float* dy, const float* saved, const float* weight,
+                              const float* sums, float* dx, const NormGeometry& g) = 0;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,27 @@
+#pragma once
+// 2-D max and average pooling (PyTorch's MaxPool2d / AvgPool2d without padding,
+// floor mode), NCHW. Max pooling keeps the index of each window's maximum (the
+// first one, as PyTorch's CPU kernel) for backward.
+#include <cstdint>
+
+#include "mpiddp/device/device.hpp"
+
+namespace mpiddp {
+
+struct PoolGeometry {
+  int n = 0, c = 0, h = 0, w = 0;  // input
+  int kernel = 2, stride = 2;
+  int out_h() const { return (h - kernel) / stride + 1; }
+  int out_w() const { return (w - kernel) / stride + 1; }
+};
+
+class PoolOps : public OpFamily {
+ public:
+  // argmax[n, c, oh, ow]: the position (row * w + col) of the maximum in its plane.
+  virtual void max_pool_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) = 0;
+  virtual void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) = 0;
+  virtual void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) = 0;
+  virtual void avg_pool_backward(const float* dy, float* dx, const PoolGeometry& g) = 0;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,46 @@
+#pragma once
+// BatchNorm1d / BatchNorm2d, and their SyncBatchNorm form (statistics over the
+// global batch of all ranks), with PyTorch's math: training normalises with the
+// batch's biased variance and updates the running statistics with `momentum` and
+// the unbiased variance; evaluation uses the running statistics.
+#include "mpiddp/device/ops/norm_ops.hpp"
+#include "mpiddp/nn/layer.hpp"
+
+namespace mpiddp {
+
+class BatchNorm final : public Layer {
+ public:
+  // dims: 1 (samples {C} or {C, L}) or 2 (samples {C, H, W}).
+  BatchNorm(int dims, double eps, double momentum, bool sync)
+      : dims_(dims), eps_(eps), momentum_(momentum), sync_(sync) {}
+  std::string kind() const override;
+  Shape output_shape(const Shape& in) const override;
+  std::string arguments() const override;
+  void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
+  // weight 1, bias 0, running_mean 0, running_var 1 (PyTorch's reset_parameters).
+  void initialize(ParameterStore& params, std::uint64_t seed) override;
+  void set_cross_rank(CrossRank* collectives) override { cross_rank_ = collectives; }
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+  std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+
+ private:
+  NormGeometry geometry(std::size_t samples) const;
+  NormOps& norm() const { return device().ops<NormOps>(); }
+  bool across_ranks() const { return sync_ && cross_rank_ && cross_rank_->size() > 1; }
+  void on_bind() override;
+
+  int dims_;
+  double eps_, momentum_;
+  bool sync_;
+  CrossRank* cross_rank_ = nullptr;
+  std::size_t channels_ = 0, spatial_ = 1;
+  std::size_t weight_ = 0, bias_ = 0, running_mean_ = 0, running_var_ = 0, batches_tracked_ = 0;
+  ParameterStore* params_ = nullptr;
+  // Small per-channel arrays on the device: moments [3][C], every rank's moments
+  // [ranks][3][C], saved mean/invstd/count [3][C], backward sums [2][C] (local, global).
+  Matrix moments_{nullptr}, gathered_{nullptr}, saved_{nullptr}, sums_{nullptr}, global_sums_{nullptr};
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,68 @@
+#pragma once
+// The image layers: Conv2d and 2-D pooling, on samples of shape {C, H, W}.
+#include "mpiddp/device/ops/conv_ops.hpp"
+#include "mpiddp/device/ops/pool_ops.hpp"
+#include "mpiddp/nn/layer.hpp"
+
+namespace mpiddp {
+
+// The {C, H, W} of a sample, or a LayerError naming what `what` needs.
+Shape image_shape(const Shape& in, const char* what);
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(std::size_t out_channels, int kernel, int stride, int padding)
+      : out_c_(out_channels), kernel_(kernel), stride_(stride), padding_(padding) {}
+  std::string kind() const override { return "Conv2d"; }
+  Shape output_shape(const Shape& in) const override;
+  std::string arguments() const override;
+  void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
+  // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C * k * k.
+  void initialize(ParameterStore& params, std::uint64_t seed) override;
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+  std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+
+ private:
+  ConvGeometry geometry(std::size_t samples) const;
+  ConvOps& conv() const { return device().ops<ConvOps>(); }
+  void on_bind() override { scratch_ = conv().make_scratch(); }
+
+  std::size_t out_c_;
+  int kernel_, stride_, padding_;
+  Shape in_;
+  std::size_t weight_ = 0, bias_ = 0;
+  ParameterStore* params_ = nullptr;
+  std::unique_ptr<LayerScratch> scratch_;
+};
+
+enum class PoolKind { max, average };
+
+class Pool2d final : public Layer {
+ public:
+  Pool2d(PoolKind kind, int kernel, int stride) : pool_(kind), kernel_(kernel), stride_(stride) {}
+  ~Pool2d() override;
+  std::string kind() const override { return pool_ == PoolKind::max ? "MaxPool2d" : "AvgPool2d"; }
+  Shape output_shape(const Shape& in) const override;
+  std::string arguments() const override;
+  void declare(ParameterStore&, const std::string&, const Shape& in) override { in_ = image_shape(in, "pooling"); }
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+
+ private:
+  PoolGeometry geometry(std::size_t samples) const;
+  PoolOps& pool() const { return device().ops<PoolOps>(); }
+  void on_bind() override;
+
+  PoolKind pool_;
+  int kernel_, stride_;
+  Shape in_;
+  // Max pooling's window maxima from the last forward, in the device's memory.
+  std::int32_t* argmax_ = nullptr;
+  std::size_t argmax_capacity_ = 0;
+  Device* argmax_device_ = nullptr;
+};
+
+}  // namespace mpiddp

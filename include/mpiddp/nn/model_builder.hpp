@@ -1,0 +1,42 @@
+#pragma once
+// Builds the model the input file describes: `model.layers`, a Sequential layer
+// list (`conv2d(32,3,padding=1) batchnorm2d relu ... flatten linear`), or the MLP
+// shorthand `model.hidden`. Layer names and arguments are PyTorch's constructor
+// arguments minus the input size, which is inferred from the shape before.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/nn/sequential.hpp"
+
+namespace mpiddp {
+
+// One call of the list, as written: `name` or `name(args)`.
+struct LayerCall {
+  std::string text;
+  std::string name;
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> keywords;
+};
+
+// Splits a layer list at whitespace outside parentheses; throws LayerError
+// naming the call's position on a syntax error.
+std::vector<LayerCall> parse_layer_list(const std::string& text);
+
+// The layer names the registry knows, for messages and --help.
+std::vector<std::string> known_layer_names();
+
+// The model of `model`: its layer list if model.layers is set, else the MLP of
+// model.hidden. `input`: one sample's shape ({features} or {C, H, W});
+// `outputs`: classes or regression targets. Throws InputError naming
+// `model.layers`, the layer's position and what is wrong.
+std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& input, std::size_t outputs,
+                                        std::uint64_t seed, Device* device = nullptr);
+
+// The MLP shorthand: Linear + activation (+ Dropout) per hidden width, then Linear.
+std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
+                                      std::uint64_t seed, Device* device = nullptr);
+
+}  // namespace mpiddp

@@ -1,0 +1,136 @@
+// Batch normalisation on the CPU. Each plane (one channel of one sample) is
+// summed in float (cpu_plane_sums.hpp), planes are added in double (PyTorch's
+// CPU kernels accumulate in double too), in a fixed order: results repeat bit
+// for bit.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu_families.hpp"
+#include "cpu_plane_sums.hpp"
+
+namespace mpiddp::cpu {
+namespace {
+
+class CpuNormOps final : public NormOps {
+ public:
+  void batch_moments(const float* x, float* moments, const NormGeometry& g) override {
+    const double count = static_cast<double>(g.n) * g.spatial;
+    for (int ch = 0; ch < g.c; ++ch) {
+      double sum = 0.0;
+      for (int i = 0; i < g.n; ++i) sum += plane_sum(x + offset(i, ch, g), g.spatial, 0.0f, nullptr);
+      const double mean = count > 0 ? sum / count : 0.0;
+      // Squares around the mean rounded to float, so a large mean costs no
+      // precision; then corrected to the exact mean: M2 = sum (x - c)^2 - n (mean - c)^2.
+      const float centre = static_cast<float>(mean);
+      double squares = 0.0;
+      for (int i = 0; i < g.n; ++i) {
+        float plane = 0.0f;
+        plane_sum(x + offset(i, ch, g), g.spatial, centre, &plane);
+        squares += plane;
+      }
+      const double shift = mean - centre;
+      const double m2 = std::max(0.0, squares - count * shift * shift);
+      moments[ch] = static_cast<float>(count);
+      moments[g.c + ch] = static_cast<float>(mean);
+      moments[2 * g.c + ch] = static_cast<float>(m2);
+    }
+  }
+
+  void combine_moments(const float* all, int ranks, float* moments, int c) override {
+    for (int ch = 0; ch < c; ++ch) {
+      double count = 0.0, mean = 0.0, m2 = 0.0;
+      for (int r = 0; r < ranks; ++r) {
+        const float* m = all + static_cast<std::size_t>(r) * 3 * c;
+        const double n_b = m[ch], mean_b = m[c + ch], m2_b = m[2 * c + ch];
+        if (n_b <= 0) continue;
+        const double total = count + n_b, delta = mean_b - mean;
+        mean += delta * n_b / total;
+        m2 += m2_b + delta * delta * count * n_b / total;
+        count = total;
+      }
+      moments[ch] = static_cast<float>(count);
+      moments[c + ch] = static_cast<float>(mean);
+      moments[2 * c + ch] = static_cast<float>(m2);
+    }
+  }
+
+  void normalize_train(const float* x, float* y, const float* weight, const float* bias, const float* moments,
+                       float eps, float momentum, float* running_mean, float* running_var, float* saved,
+                       const NormGeometry& g) override {
+    for (int ch = 0; ch < g.c; ++ch) {
+      const double count = moments[ch], mean = moments[g.c + ch], m2 = moments[2 * g.c + ch];
+      const float invstd = static_cast<float>(1.0 / std::sqrt(m2 / count + eps));
+      const double unbiased = count > 1 ? m2 / (count - 1) : 0.0;
+      running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
+      running_var[ch] = static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+      saved[ch] = static_cast<float>(mean);
+      saved[g.c + ch] = invstd;
+      saved[2 * g.c + ch] = static_cast<float>(count);
+      apply(x, y, ch, g, static_cast<float>(mean), invstd, weight[ch], bias[ch]);
+    }
+  }
+
+  void normalize_eval(const float* x, float* y, const float* weight, const float* bias, const float* running_mean,
+                      const float* running_var, float eps, const NormGeometry& g) override {
+    for (int ch = 0; ch < g.c; ++ch) {
+      const float invstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps));
+      apply(x, y, ch, g, running_mean[ch], invstd, weight[ch], bias[ch]);
+    }
+  }
+
+  void backward_sums(const float* x, const float* dy, const float* saved, float* sums, const NormGeometry& g) override {
+    for (int ch = 0; ch < g.c; ++ch) {
+      double sum_dy = 0.0, sum_dy_xmu = 0.0;
+      for (int i = 0; i < g.n; ++i) {
+        float projection = 0.0f;
+        sum_dy += plane_grad_sums(x + offset(i, ch, g), dy + offset(i, ch, g), g.spatial, saved[ch], &projection);
+        sum_dy_xmu += projection;
+      }
+      sums[ch] = static_cast<float>(sum_dy);
+      sums[g.c + ch] = static_cast<float>(sum_dy_xmu);
+    }
+  }
+
+  void backward_params(const float* sums, const float* saved, float* dweight, float* dbias, int c,
+                       bool accumulate) override {
+    for (int ch = 0; ch < c; ++ch) {
+      const float dw = sums[c + ch] * saved[c + ch];
+      dweight[ch] = accumulate ? dweight[ch] + dw : dw;
+      dbias[ch] = accumulate ? dbias[ch] + sums[ch] : sums[ch];
+    }
+  }
+
+  void backward_input(const float* x, const float* dy, const float* saved, const float* weight, const float* sums,
+                      float* dx, const NormGeometry& g) override {
+    for (int ch = 0; ch < g.c; ++ch) {
+      const float mean = saved[ch], invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
+      const float mean_dy = sums[ch] / count;
+      const float projection = sums[g.c + ch] / count * invstd * invstd;
+      const float scale = invstd * weight[ch];
+      for (int i = 0; i < g.n; ++i) {
+        const std::size_t at = offset(i, ch, g);
+        for (int q = 0; q < g.spatial; ++q)
+          dx[at + q] = (dy[at + q] - mean_dy - (x[at + q] - mean) * projection) * scale;
+      }
+    }
+  }
+
+ private:
+  static std::size_t offset(int sample, int ch, const NormGeometry& g) {
+    return (static_cast<std::size_t>(sample) * g.c + ch) * g.spatial;
+  }
+  static void apply(const float* x, float* y, int ch, const NormGeometry& g, float mean, float invstd, float w,
+                    float b) {
+    const float scale = invstd * w, shift = b - mean * scale;
+    for (int i = 0; i < g.n; ++i) {
+      const std::size_t at = offset(i, ch, g);
+      for (int q = 0; q < g.spatial; ++q) y[at + q] = x[at + q] * scale + shift;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<NormOps> make_norm_ops() { return std::make_unique<CpuNormOps>(); }
+
+}  // namespace mpiddp::cpu

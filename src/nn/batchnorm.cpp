@@ -1,0 +1,106 @@
+#include "mpiddp/nn/batchnorm.hpp"
+
+#include <cstdio>
+
+namespace mpiddp {
+
+std::string BatchNorm::kind() const {
+  if (sync_) return "SyncBatchNorm";
+  return dims_ == 2 ? "BatchNorm2d" : "BatchNorm1d";
+}
+
+Shape BatchNorm::output_shape(const Shape& in) const {
+  const bool fits = dims_ == 2 ? in.size() == 3 : (in.size() == 1 || in.size() == 2);
+  if (!fits)
+    throw LayerError(std::string(dims_ == 2 ? "batchnorm2d needs images (channels x height x width)"
+                                            : "batchnorm1d needs features (or channels x length)") +
+                     ", but gets " + shape_text(in) + (dims_ == 2 ? "" : " (use batchnorm2d on images)"));
+  return in;
+}
+
+std::string BatchNorm::arguments() const {
+  char text[96];
+  std::snprintf(text, sizeof(text), "%zu, eps=%g, momentum=%g", channels_, eps_, momentum_);
+  return text;
+}
+
+void BatchNorm::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
+  output_shape(in);
+  channels_ = in[0];
+  spatial_ = element_count(in) / channels_;
+  weight_ = params.add(prefix + ".weight", {channels_});
+  bias_ = params.add(prefix + ".bias", {channels_});
+  running_mean_ = params.add_buffer(prefix + ".running_mean", {channels_});
+  running_var_ = params.add_buffer(prefix + ".running_var", {channels_});
+  batches_tracked_ = params.add_counter(prefix + ".num_batches_tracked");
+}
+
+void BatchNorm::initialize(ParameterStore& params, std::uint64_t) {
+  float* weight = params.host_values() + params.list()[weight_].offset;
+  float* running_var = params.host_buffers() + params.buffer_list()[running_var_].offset;
+  for (std::size_t c = 0; c < channels_; ++c) weight[c] = running_var[c] = 1.0f;
+  params_ = &params;
+}
+
+void BatchNorm::on_bind() {
+  for (Matrix* m : {&moments_, &gathered_, &saved_, &sums_, &global_sums_}) *m = Matrix(&device());
+}
+
+NormGeometry BatchNorm::geometry(std::size_t samples) const {
+  NormGeometry g;
+  g.n = static_cast<int>(samples);
+  g.c = static_cast<int>(channels_);
+  g.spatial = static_cast<int>(spatial_);
+  return g;
+}
+
+void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
+  const NormGeometry g = geometry(x.rows());
+  y.resize(x.rows(), x.cols());
+  ParameterStore& p = *params_;
+  if (!ctx.training) {
+    norm().normalize_eval(x.data(), y.data(), p.value(weight_), p.value(bias_), p.buffer(running_mean_),
+                          p.buffer(running_var_), static_cast<float>(eps_), g);
+    return;
+  }
+  // PyTorch refuses this too: one value per channel has no variance. (With
+  // SyncBatchNorm the other ranks' samples would count, but a rank must not
+  // depend on that to be valid.)
+  if (x.rows() * spatial_ < 2)
+    throw LayerError("a training batch with 1 value per channel has no variance (set data.drop_last = true, "
+                     "or a train.batch_size that leaves no batch of 1 sample)");
+  moments_.resize(3, channels_);
+  norm().batch_moments(x.data(), moments_.data(), g);
+  if (across_ranks()) {
+    gathered_.resize(static_cast<std::size_t>(cross_rank_->size()) * 3, channels_);
+    cross_rank_->allgather_now(moments_.data(), gathered_.data(), moments_.size());
+    norm().combine_moments(gathered_.data(), cross_rank_->size(), moments_.data(), g.c);
+  }
+  saved_.resize(3, channels_);
+  norm().normalize_train(x.data(), y.data(), p.value(weight_), p.value(bias_), moments_.data(),
+                         static_cast<float>(eps_), static_cast<float>(momentum_), p.buffer(running_mean_),
+                         p.buffer(running_var_), saved_.data(), g);
+  ++p.counter(batches_tracked_);
+}
+
+void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                         bool accumulate) {
+  const NormGeometry g = geometry(x.rows());
+  sums_.resize(2, channels_);
+  norm().backward_sums(x.data(), dy.data(), saved_.data(), sums_.data(), g);
+  // Weight and bias gradients come from this rank's batch (DDP averages them);
+  // the input gradient needs the sums over the batch the statistics came from.
+  norm().backward_params(sums_.data(), saved_.data(), params.grad(weight_), params.grad(bias_), g.c, accumulate);
+  if (!dx) return;
+  const Matrix* sums = &sums_;
+  if (across_ranks()) {
+    global_sums_.resize(2, channels_);
+    device().copy_within(global_sums_.data(), sums_.data(), sums_.size() * sizeof(float));
+    cross_rank_->allreduce_sum_now(global_sums_.data(), global_sums_.size());
+    sums = &global_sums_;
+  }
+  dx->resize(x.rows(), x.cols());
+  norm().backward_input(x.data(), dy.data(), saved_.data(), params.value(weight_), sums->data(), dx->data(), g);
+}
+
+}  // namespace mpiddp

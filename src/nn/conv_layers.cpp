@@ -1,0 +1,139 @@
+#include "mpiddp/nn/conv_layers.hpp"
+
+#include <cmath>
+
+#include "mpiddp/common/random.hpp"
+
+namespace mpiddp {
+
+Shape image_shape(const Shape& in, const char* what) {
+  if (in.size() == 3) return in;
+  if (in.size() == 1)
+    throw LayerError(std::string(what) + " needs images (channels x height x width), but each sample is " +
+                     std::to_string(in[0]) +
+                     " flat features: the shards carry no sample_shape; set model.input_shape = C,H,W");
+  throw LayerError(std::string(what) + " needs images (channels x height x width), but gets " + shape_text(in));
+}
+
+// ---- Conv2d --------------------------------------------------------------------
+
+Shape Conv2d::output_shape(const Shape& in) const {
+  const Shape image = image_shape(in, "conv2d");
+  const std::size_t span_h = image[1] + 2 * padding_, span_w = image[2] + 2 * padding_;
+  if (static_cast<std::size_t>(kernel_) > span_h || static_cast<std::size_t>(kernel_) > span_w)
+    throw LayerError("kernel " + std::to_string(kernel_) + " is larger than its input " + shape_text(image) +
+                     " with padding " + std::to_string(padding_));
+  return {out_c_, (span_h - kernel_) / stride_ + 1, (span_w - kernel_) / stride_ + 1};
+}
+
+std::string Conv2d::arguments() const {
+  std::string text = std::to_string(in_.empty() ? 0 : in_[0]) + ", " + std::to_string(out_c_) +
+                     ", kernel_size=" + std::to_string(kernel_);
+  if (stride_ != 1) text += ", stride=" + std::to_string(stride_);
+  if (padding_ != 0) text += ", padding=" + std::to_string(padding_);
+  return text;
+}
+
+void Conv2d::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
+  in_ = image_shape(in, "conv2d");
+  const std::size_t k = static_cast<std::size_t>(kernel_);
+  weight_ = params.add(prefix + ".weight", {out_c_, in_[0], k, k});
+  bias_ = params.add(prefix + ".bias", {out_c_});
+}
+
+void Conv2d::initialize(ParameterStore& params, std::uint64_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_[0] * kernel_ * kernel_));
+  for (std::size_t index : {weight_, bias_}) {
+    CounterRng rng(hash_combine(seed, index));
+    float* v = params.host_values() + params.list()[index].offset;
+    for (std::size_t i = 0; i < params.list()[index].count; ++i) v[i] = (2.0f * rng.uniform(i) - 1.0f) * bound;
+  }
+  params_ = &params;
+}
+
+ConvGeometry Conv2d::geometry(std::size_t samples) const {
+  ConvGeometry g;
+  g.n = static_cast<int>(samples);
+  g.c = static_cast<int>(in_[0]);
+  g.h = static_cast<int>(in_[1]);
+  g.w = static_cast<int>(in_[2]);
+  g.out_c = static_cast<int>(out_c_);
+  g.kh = g.kw = kernel_;
+  g.stride = stride_;
+  g.padding = padding_;
+  return g;
+}
+
+void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
+  const ConvGeometry g = geometry(x.rows());
+  y.resize(x.rows(), out_c_ * static_cast<std::size_t>(g.out_h()) * g.out_w());
+  conv().conv_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(), g, scratch_.get());
+}
+
+void Conv2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                      bool accumulate) {
+  const ConvGeometry g = geometry(x.rows());
+  conv().conv_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), g, accumulate,
+                              scratch_.get());
+  if (!dx) return;
+  dx->resize(x.rows(), x.cols());
+  conv().conv_backward_input(dy.data(), params.value(weight_), dx->data(), g, scratch_.get());
+}
+
+// ---- Pooling -------------------------------------------------------------------
+
+Pool2d::~Pool2d() {
+  if (argmax_) argmax_device_->release(argmax_);
+}
+
+void Pool2d::on_bind() {
+  if (argmax_) argmax_device_->release(argmax_);
+  argmax_ = nullptr;
+  argmax_capacity_ = 0;
+  argmax_device_ = &device();
+}
+
+Shape Pool2d::output_shape(const Shape& in) const {
+  const Shape image = image_shape(in, pool_ == PoolKind::max ? "maxpool2d" : "avgpool2d");
+  if (static_cast<std::size_t>(kernel_) > image[1] || static_cast<std::size_t>(kernel_) > image[2])
+    throw LayerError("kernel " + std::to_string(kernel_) + " is larger than its input " + shape_text(image));
+  return {image[0], (image[1] - kernel_) / stride_ + 1, (image[2] - kernel_) / stride_ + 1};
+}
+
+std::string Pool2d::arguments() const {
+  return "kernel_size=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_);
+}
+
+PoolGeometry Pool2d::geometry(std::size_t samples) const {
+  PoolGeometry g;
+  g.n = static_cast<int>(samples);
+  g.c = static_cast<int>(in_[0]);
+  g.h = static_cast<int>(in_[1]);
+  g.w = static_cast<int>(in_[2]);
+  g.kernel = kernel_;
+  g.stride = stride_;
+  return g;
+}
+
+void Pool2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
+  const PoolGeometry g = geometry(x.rows());
+  const std::size_t outputs = static_cast<std::size_t>(g.c) * g.out_h() * g.out_w();
+  y.resize(x.rows(), outputs);
+  if (pool_ == PoolKind::average) return pool().avg_pool_forward(x.data(), y.data(), g);
+  if (argmax_capacity_ < y.size()) {
+    if (argmax_) argmax_device_->release(argmax_);
+    argmax_ = static_cast<std::int32_t*>(argmax_device_->allocate(y.size() * sizeof(std::int32_t)));
+    argmax_capacity_ = y.size();
+  }
+  pool().max_pool_forward(x.data(), y.data(), argmax_, g);
+}
+
+void Pool2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
+  if (!dx) return;
+  const PoolGeometry g = geometry(x.rows());
+  dx->resize(x.rows(), x.cols());
+  if (pool_ == PoolKind::average) pool().avg_pool_backward(dy.data(), dx->data(), g);
+  else pool().max_pool_backward(dy.data(), argmax_, dx->data(), g);
+}
+
+}  // namespace mpiddp

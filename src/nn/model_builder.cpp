@@ -1,0 +1,154 @@
+// The layer registry (name -> factory) and the model builder. A new layer kind
+// is one factory line here plus its class.
+#include "mpiddp/nn/model_builder.hpp"
+
+#include <functional>
+#include <map>
+
+#include "layer_arguments.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/nn/batchnorm.hpp"
+#include "mpiddp/nn/conv_layers.hpp"
+#include "mpiddp/nn/layers.hpp"
+
+namespace mpiddp {
+namespace {
+
+struct LayerContext {
+  std::size_t index;     // position in the list: layers.<index>
+  bool last;
+  std::size_t outputs;   // classes or regression targets
+  bool sync_batchnorm;
+};
+
+using LayerFactory = std::function<std::unique_ptr<Layer>(LayerArguments&, const LayerContext&)>;
+
+std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext& ctx) {
+  // A last linear without a width is the classifier (or regression head).
+  const bool head = ctx.last && !a.has("out_features");
+  const long out = a.integer("out_features", head ? std::optional<long>(static_cast<long>(ctx.outputs)) : std::nullopt, 1);
+  return std::make_unique<Linear>(static_cast<std::size_t>(out));
+}
+
+std::unique_ptr<Layer> make_conv2d(LayerArguments& a, const LayerContext&) {
+  const long out = a.integer("out_channels", std::nullopt, 1);
+  const long kernel = a.integer("kernel_size", std::nullopt, 1);
+  const long stride = a.integer("stride", 1, 1);
+  const long padding = a.integer("padding", 0, 0);
+  return std::make_unique<Conv2d>(static_cast<std::size_t>(out), static_cast<int>(kernel), static_cast<int>(stride),
+                                  static_cast<int>(padding));
+}
+
+LayerFactory pool(PoolKind kind) {
+  return [kind](LayerArguments& a, const LayerContext&) -> std::unique_ptr<Layer> {
+    const long kernel = a.integer("kernel_size", std::nullopt, 1);
+    const long stride = a.integer("stride", kernel, 1);
+    return std::make_unique<Pool2d>(kind, static_cast<int>(kernel), static_cast<int>(stride));
+  };
+}
+
+LayerFactory batchnorm(int dims) {
+  return [dims](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
+    const double eps = a.real("eps", 1e-5, 0.0, 1.0, false);
+    if (eps <= 0.0) throw LayerError("eps must be above 0");
+    const double momentum = a.real("momentum", 0.1, 0.0, 1.0, false);
+    return std::make_unique<BatchNorm>(dims, eps, momentum, ctx.sync_batchnorm);
+  };
+}
+
+LayerFactory activation(ActivationKind kind) {
+  return [kind](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
+    return std::make_unique<Activation>(kind);
+  };
+}
+
+struct Registered {
+  std::vector<std::string> parameters;  // PyTorch's, in positional order
+  LayerFactory make;
+};
+
+const std::map<std::string, Registered>& registry() {
+  static const std::map<std::string, Registered> layers = {
+      {"linear", {{"out_features"}, make_linear}},
+      {"conv2d", {{"out_channels", "kernel_size", "stride", "padding"}, make_conv2d}},
+      {"maxpool2d", {{"kernel_size", "stride"}, pool(PoolKind::max)}},
+      {"avgpool2d", {{"kernel_size", "stride"}, pool(PoolKind::average)}},
+      {"batchnorm1d", {{"eps", "momentum"}, batchnorm(1)}},
+      {"batchnorm2d", {{"eps", "momentum"}, batchnorm(2)}},
+      {"relu", {{}, activation(ActivationKind::relu)}},
+      {"gelu", {{}, activation(ActivationKind::gelu)}},
+      {"tanh", {{}, activation(ActivationKind::tanh)}},
+      {"dropout",
+       {{"p"},
+        [](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
+          return std::make_unique<Dropout>(a.real("p", 0.5, 0.0, 1.0, true), ctx.index);
+        }}},
+      {"flatten", {{}, [](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
+                     return std::make_unique<Flatten>();
+                   }}},
+  };
+  return layers;
+}
+
+std::vector<std::unique_ptr<Layer>> make_layers(const std::vector<LayerCall>& calls, std::size_t outputs,
+                                                bool sync_batchnorm) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const LayerCall& call = calls[i];
+    const auto found = registry().find(call.name);
+    try {
+      if (found == registry().end()) {
+        std::string names;
+        for (const auto& n : known_layer_names()) names += (names.empty() ? "" : ", ") + n;
+        throw LayerError("unknown layer (known: " + names + ")");
+      }
+      LayerArguments arguments(call, found->second.parameters);
+      layers.push_back(found->second.make(arguments, {i, i + 1 == calls.size(), outputs, sync_batchnorm}));
+      arguments.finish();
+    } catch (const LayerError& e) {
+      throw LayerError(layer_position(i) + " '" + call.text + "': " + e.what());
+    }
+  }
+  return layers;
+}
+
+}  // namespace
+
+std::vector<std::string> known_layer_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : registry()) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& input, std::size_t outputs,
+                                        std::uint64_t seed, Device* device) {
+  if (model.layers.empty()) return build_mlp(model, element_count(input), outputs, seed, device);
+  try {
+    auto layers = make_layers(parse_layer_list(model.layers), outputs, model.sync_batchnorm);
+    // [H, W] images have one channel.
+    const Shape shape = input.size() == 2 ? Shape{1, input[0], input[1]} : input;
+    auto built = std::make_unique<Sequential>(std::move(layers), shape, seed, device);
+    if (built->output_shape() != Shape{outputs})
+      throw LayerError("the last layer gives " + shape_text(built->output_shape()) + " per sample, but the loss needs " +
+                       std::to_string(outputs) + " (" +
+                       "classes or regression targets" +
+                       "): end the list with flatten and a linear without arguments");
+    return built;
+  } catch (const LayerError& e) {
+    throw InputError(std::string("model.layers: ") + e.what());
+  }
+}
+
+std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
+                                      std::uint64_t seed, Device* device) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (int width : model.hidden_sizes) {
+    layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
+    layers.push_back(std::make_unique<Activation>(model.activation));
+    if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));
+  }
+  layers.push_back(std::make_unique<Linear>(out_features));
+  return std::make_unique<Sequential>(std::move(layers), Shape{in_features}, seed, device);
+}
+
+}  // namespace mpiddp
