@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""PyTorch DDP (gloo) baseline for scripts/bench.sh: the same MLP, optimizer and
+"""PyTorch DDP (gloo) baseline for scripts/bench.sh: the same model, optimizer and
 per-rank batch as mpiddp, on the same Fashion-MNIST samples held in memory
 (PyTorch gets no I/O cost; mpiddp reads its HDF5 shards while training).
 
-usage: bench_torch_ddp.py --world W --batch B --epochs E --hidden 256,128
+usage: bench_torch_ddp.py --world W --batch B --epochs E [--hidden 256,128 | --layers LIST] [--max-steps N]
+  --layers takes mpiddp's model.layers syntax (conv2d(32,3,padding=1) batchnorm2d relu ...) and
+  builds the same torch.nn.Sequential; samples are then images of 1 x 28 x 28.
 prints one line: "torch world W batch B samples/s X"
 Needs Debian's python3-torch and python3-h5py (run with /usr/bin/python3).
 """
 import argparse
 import glob
 import os
+import re
 import time
 
 import h5py
@@ -30,33 +33,69 @@ def load(directory):
     return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 
+def torch_layers(text, sample_shape, classes):
+    """mpiddp's layer list -> torch modules, each input size inferred from a dry run."""
+    calls = re.findall(r"[a-z0-9_]+(?:\([^)]*\))?", text)
+    modules, probe = [], torch.zeros((2,) + tuple(sample_shape))
+    for i, call in enumerate(calls):
+        name, _, inside = call.partition("(")
+        args, kwargs = [], {}
+        for item in filter(None, (a.strip() for a in inside.rstrip(")").split(","))):
+            if "=" in item:
+                key, value = item.split("=")
+                kwargs[key.strip()] = float(value) if "." in value or "e" in value else int(value)
+            else:
+                args.append(float(item) if "." in item or "e" in item else int(item))
+        width = probe.shape[1]
+        make = {
+            "linear": lambda: torch.nn.Linear(width, *(args or [classes]), **kwargs),
+            "conv2d": lambda: torch.nn.Conv2d(width, *args, **kwargs),
+            "maxpool2d": lambda: torch.nn.MaxPool2d(*args, **kwargs),
+            "avgpool2d": lambda: torch.nn.AvgPool2d(*args, **kwargs),
+            "batchnorm1d": lambda: torch.nn.BatchNorm1d(width, *args, **kwargs),
+            "batchnorm2d": lambda: torch.nn.BatchNorm2d(width, *args, **kwargs),
+            "relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh,
+            "dropout": lambda: torch.nn.Dropout(*args, **kwargs), "flatten": torch.nn.Flatten,
+        }[name]
+        modules.append(make())
+        probe = modules[-1](probe)
+    return modules
+
+
 def worker(rank, args, x, y, result):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(args.port)
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     torch.manual_seed(args.seed)
-    widths = [x.shape[1]] + [int(w) for w in args.hidden.split(",")]
-    layers = []
-    for a, b in zip(widths, widths[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    layers.append(torch.nn.Linear(widths[-1], 10))
+    if args.layers:
+        x = x.reshape(-1, 1, 28, 28)
+        layers = torch_layers(args.layers, x.shape[1:], 10)
+    else:
+        widths = [x.shape[1]] + [int(w) for w in args.hidden.split(",")]
+        layers = []
+        for a, b in zip(widths, widths[1:]):
+            layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+        layers.append(torch.nn.Linear(widths[-1], 10))
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
     dataset = torch.utils.data.TensorDataset(x, y)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, args.world, rank, seed=args.seed)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler)
-    samples = 0
+    samples = steps = 0
     dist.barrier()
     start = time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
+            if args.max_steps and steps == args.max_steps:
+                break
             opt.zero_grad(set_to_none=True)
             loss_fn(model(xb), yb).backward()
             opt.step()
             samples += xb.shape[0]
+            steps += 1
     dist.barrier()
     elapsed = time.perf_counter() - start
     if rank == 0:
@@ -72,6 +111,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", default="256,128")
+    parser.add_argument("--layers", default="", help="mpiddp model.layers syntax (images 1x28x28)")
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps, 0 = none")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=29533)
     args = parser.parse_args()

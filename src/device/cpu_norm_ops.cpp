@@ -16,20 +16,17 @@ class CpuNormOps final : public NormOps {
   void batch_moments(const float* x, float* moments, const NormGeometry& g) override {
     const double count = static_cast<double>(g.n) * g.spatial;
     for (int ch = 0; ch < g.c; ++ch) {
-      double sum = 0.0;
-      for (int i = 0; i < g.n; ++i) sum += plane_sum(x + offset(i, ch, g), g.spatial, 0.0f, nullptr);
-      const double mean = count > 0 ? sum / count : 0.0;
-      // Squares around the mean rounded to float, so a large mean costs no
-      // precision; then corrected to the exact mean: M2 = sum (x - c)^2 - n (mean - c)^2.
-      const float centre = static_cast<float>(mean);
-      double squares = 0.0;
+      // One pass over deviations from a value of the channel itself (its first),
+      // so a large mean costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
+      const float centre = g.n > 0 && g.spatial > 0 ? x[offset(0, ch, g)] : 0.0f;
+      double first = 0.0, second = 0.0;
       for (int i = 0; i < g.n; ++i) {
-        float plane = 0.0f;
-        plane_sum(x + offset(i, ch, g), g.spatial, centre, &plane);
-        squares += plane;
+        float squares = 0.0f;
+        first += plane_deviations(x + offset(i, ch, g), g.spatial, centre, &squares);
+        second += squares;
       }
-      const double shift = mean - centre;
-      const double m2 = std::max(0.0, squares - count * shift * shift);
+      const double mean = count > 0 ? centre + first / count : 0.0;
+      const double m2 = count > 0 ? std::max(0.0, second - first * first / count) : 0.0;
       moments[ch] = static_cast<float>(count);
       moments[g.c + ch] = static_cast<float>(mean);
       moments[2 * g.c + ch] = static_cast<float>(m2);

@@ -8,14 +8,14 @@
 
 namespace mpiddp::cpu {
 
-// sum(x), and sum((x - centre)^2) when squares is not null.
-MPIDDP_VECTOR_CLONES inline float plane_sum(const float* x, std::size_t n, float centre, float* squares) {
+// sum(x - centre), and sum((x - centre)^2) into *squares.
+MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n, float centre, float* squares) {
   float s[8] = {}, q[8] = {};
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) {
       const float d = x[i + j] - centre;
-      s[j] += x[i + j];
+      s[j] += d;
       q[j] += d * d;
     }
   float sum = 0.0f, sq = 0.0f;
@@ -25,10 +25,10 @@ MPIDDP_VECTOR_CLONES inline float plane_sum(const float* x, std::size_t n, float
   }
   for (; i < n; ++i) {
     const float d = x[i] - centre;
-    sum += x[i];
+    sum += d;
     sq += d * d;
   }
-  if (squares) *squares = sq;
+  *squares = sq;
   return sum;
 }
 
