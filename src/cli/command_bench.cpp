@@ -50,6 +50,7 @@ int bench_matmul(const std::vector<std::string>& args) {
 
 int command_bench(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "matmul") return bench_matmul({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "conv") return command_bench_conv({args.begin() + 1, args.end()});
   std::string hidden = "256,128";
   int inputs = 784, outputs = 10, batch = 64, threads = 1;
   double seconds = 2.0;
@@ -62,7 +63,7 @@ int command_bench(const std::vector<std::string>& args) {
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
   if (args.empty() || args[0] != "gemm")
-    throw InputError("usage: mpiddp bench gemm|matmul|mlp [options] (see --help)");
+    throw InputError("usage: mpiddp bench gemm|conv|matmul|mlp [options] (see --help)");
   po::variables_map values;
   if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
   if (batch < 1) throw InputError("--batch must be at least 1, got " + std::to_string(batch));
