@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Training throughput of the Fashion-MNIST MLP (784-256-128-10), 1 BLAS thread
-# per rank, at world 1 and 2, next to PyTorch DDP (gloo) on the same model,
-# batch and samples, and next to the speed limit of the GEMMs alone.
+# Training throughput of the Fashion-MNIST MLP (784-256-128-10) and CNN
+# (inputs/fmnist_cnn.ini without augmentation), 1 BLAS thread per rank, at world
+# 1 and 2, next to PyTorch DDP (gloo) on the same model, batch and samples, and
+# the MLP next to the speed limit of its GEMMs alone.
 # usage: scripts/bench.sh [DATA_DIR] [BATCH_PER_RANK] [EPOCHS]
 #   DATA_DIR defaults to data/fmnist (created with prepare-fmnist.sh if absent).
-# Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch.
+# Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch,
+#   BENCH_CNN_STEPS (optimizer steps per CNN run, default 150; 0 skips the CNN table).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -54,3 +56,28 @@ echo
 echo "GEMM-only limit on $cores core(s): $limit samples/s; mpiddp at world 2 reaches" \
   "$(/usr/bin/python3 -c "print(f'{100*${ours[2]}/$limit:.0f}%')") of it;" \
   "world 2 / world 1 = $(/usr/bin/python3 -c "print(f'{${ours[2]}/${ours[1]}:.2f}')")"
+
+# The CNN: the same number of steps for both, each run timed from its start
+# (mpiddp's summary; PyTorch's loop after its processes met).
+cnn_steps=${BENCH_CNN_STEPS:-150}
+[ "$cnn_steps" != 0 ] || exit 0
+layers=$(sed -n 's/^layers *= *//p' "$root/inputs/fmnist_cnn.ini")
+echo
+echo "CNN ($layers), $cnn_steps steps:"
+printf "| world | batch/rank | mpiddp samples/s | all-reduce | PyTorch DDP gloo | speed-up |\n"
+printf "|---|---|---|---|---|---|\n"
+for world in 1 2; do
+  "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_cnn.ini" --data.train "$data/train" --train.eval false \
+    --data.augment "" --train.max_steps "$cnn_steps" --train.batch_size "$batch" --train.threads 1 \
+    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" > "$work/cnnlog$world" 2>&1
+  s=$work/cnn$world/summary.json
+  rate=$(field "$s" train_samples_per_s)
+  theirs="n/a"
+  if [ "${BENCH_TORCH:-1}" != 0 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    theirs=$(/usr/bin/python3 "$here/bench_torch_ddp.py" --data "$data/train" --world $world --batch "$batch" \
+      --epochs 1 --max-steps "$cnn_steps" --layers "$layers" 2>/dev/null | awk '{print $NF}')
+  fi
+  speedup=$( [ "$theirs" = "n/a" ] && echo "n/a" || /usr/bin/python3 -c "print(f'{$rate/$theirs:.2f}x')")
+  printf "| %d | %d | %.0f | %s | %s | %s |\n" $world "$batch" "$rate" "$(pct "$(field "$s" allreduce_share)")" \
+    "$theirs" "$speedup"
+done

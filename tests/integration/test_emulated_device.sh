@@ -55,6 +55,20 @@ grep -q "train.share_device = true" "$WORK/shared-gpu.out" && pass "the message 
 expect_error shared-gpu-nccl 2 "debug.emulate_device works with dist.backend = mpi only" train "$WORK/run.ini" \
   --run.dir "$WORK/x" --debug.emulate_device true --train.share_device true --dist.backend nccl
 
+# A CNN (convolution, BatchNorm and its buffers, pooling) on 8 features seen as
+# 2 x 2 x 2 images: the same on the emulated GPU, with DDP's buffer broadcast and
+# with SyncBatchNorm's gathers and all-reduces (host-staged there).
+cnn=(--model.layers "conv2d(6,2,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(8) batchnorm1d tanh linear"
+  --model.input_shape 2,2,2 --model.dropout 0)
+for sync in false true; do
+  run cnn-cpu-$sync 2 "${cnn[@]}" --model.sync_batchnorm $sync || fail "cnn on the cpu (sync $sync): exit $?"
+  run cnn-emu-$sync 2 "${cnn[@]}" --model.sync_batchnorm $sync --debug.emulate_device true --train.share_device true \
+    || fail "cnn on the emulated GPU (sync $sync): exit $?"
+  same_parameters "$(latest_checkpoint "$WORK/cnn-cpu-$sync")" "$(latest_checkpoint "$WORK/cnn-emu-$sync")" \
+    && pass "CNN (sync_batchnorm $sync): emulated GPU ends bit-identical to the CPU, buffers included" \
+    || fail "CNN (sync_batchnorm $sync): emulated GPU differs from the CPU"
+done
+
 # Evaluation, metrics and the loss curve match the CPU's exactly.
 cmp -s <(grep '"type": *"eval"' "$WORK/cpu2/metrics.jsonl") <(grep '"type": *"eval"' "$WORK/emu2/metrics.jsonl") \
   && pass "test loss and accuracy records identical" || fail "eval records differ"
