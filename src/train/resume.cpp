@@ -1,6 +1,7 @@
 #include "mpiddp/train/resume.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +32,47 @@ void check_same_sample_order(const std::string& path, const TrainingState& then,
   require_same("train.accumulate", then.accumulate, now.accumulate);
   require_same("data.shuffle", then.shuffle, now.shuffle);
   require_same("data.drop_last", then.drop_last, now.drop_last);
+}
+
+// The model a checkpoint was written for (its stored input file), against this
+// job's: another layer list's arrays would be refused one by one with a less
+// helpful message (and `auto` would take that for damage).
+// Spelling that does not change the model: spaces inside parentheses, runs of spaces.
+std::string normalized(const std::string& text) {
+  std::string out;
+  int depth = 0;
+  bool space = false;
+  for (char c : text) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = depth == 0 && !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+void check_same_model(const std::string& path, const TrainingState& then, const Config& config) {
+  const auto written = resolved_values(then.config_ini);
+  auto value = [&](const char* key) {
+    const auto it = written.find(key);
+    return it == written.end() ? std::string() : it->second;
+  };
+  const std::string layers = value("model.layers");
+  if (normalized(layers) != normalized(config.model.layers))
+    throw IncompatibleCheckpoint(path + ": written for model.layers = '" + layers + "', this job has '" +
+                                 config.model.layers + "' (a checkpoint of another model)");
+  auto widths = [](std::string text) {
+    text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
+    return text;
+  };
+  if (layers.empty() && written.count("model.hidden") && widths(value("model.hidden")) != widths(config.model.hidden))
+    throw IncompatibleCheckpoint(path + ": written for model.hidden = '" + value("model.hidden") + "', this job has '" +
+                                 config.model.hidden + "' (a checkpoint of another model)");
 }
 
 [[noreturn]] void refuse_position(const std::string& path, const char* attribute, std::int64_t value,
@@ -113,6 +155,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
       const auto accept = [&](const TrainingState& then) {
         check_same_sample_order(candidates[i], then, fresh_training_state(config, world, dataset_size));
         check_position(candidates[i], then, config, world);
+        check_same_model(candidates[i], then, config);
       };
       TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept);
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),

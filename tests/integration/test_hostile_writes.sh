@@ -246,7 +246,7 @@ extra_array extra-parameter params/layers.4.weight params/layers.4.weight
 extra_array extra-optimizer-state optimizer/exp_avg/layers.0.weight optimizer/exp_avg
 extra_array extra-object buffers/running_mean buffers
 train2 --run.dir "$WORK/deep" --model.hidden 16,16 --train.epochs 1 >/dev/null 2>&1 || fail "deeper model"
-expect_error deeper-model 2 "'params/layers.4.bias' is not a parameter of this model" \
+expect_error deeper-model 2 "written for model.hidden = '16,16', this job has '16' (a checkpoint of another model)" \
   "${T[@]}" --run.dir "$WORK/x" --resume "$(ckpt "$WORK/deep/checkpoints" 10)"
 cp "$good" "$WORK/fewer.h5" && "$PYTHON" -c "import h5py,sys; del h5py.File(sys.argv[1],'r+')['params/layers.2.bias']" "$WORK/fewer.h5"
 expect_error missing-parameter 2 "$WORK/fewer.h5: no dataset 'params/layers.2.bias'" \

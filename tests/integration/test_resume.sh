@@ -99,7 +99,7 @@ expect_error truncated-checkpoint 2 "$WORK/truncated.h5: not a readable HDF5 che
 head -c 100000 /dev/urandom > "$WORK/garbage.h5"
 expect_error corrupt-checkpoint 2 "$WORK/garbage.h5: not a readable HDF5 checkpoint" \
   train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/garbage.h5"
-expect_error other-model 2 "'params/layers.0.weight' is 32x8 but the model's is 64x8 (a checkpoint of another model?)" \
+expect_error other-model 2 "written for model.hidden = '32,16', this job has '64,16' (a checkpoint of another model)" \
   train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$good" --model.hidden 64,16
 expect_error other-optimizer 2 "optimizer state is adamw but optim.name is sgd" \
   train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$good" --optim.name sgd
