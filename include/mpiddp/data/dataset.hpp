@@ -27,6 +27,10 @@ class ShardedDataset {
   std::int64_t size() const { return size_; }
   std::size_t feature_dim() const { return feature_dim_; }
   std::size_t target_dim() const { return target_dim_; }
+  // A sample's shape as the shards' `sample_shape` attribute on the features
+  // stores it ([H, W], [C, H, W], ...), or {feature_dim()} when they have none.
+  // Its product is feature_dim() (checked when the shards are opened).
+  std::vector<std::size_t> sample_shape() const { return sample_shape_; }
   // The shards' num_classes attribute, 0 when absent.
   int declared_classes() const { return declared_classes_; }
   // Labels outside [0, classes) are reported as errors when read.
@@ -41,6 +45,7 @@ class ShardedDataset {
   void map_shard(Shard& shard);
   void read_mapped(const std::vector<std::int64_t>& indices, Batch& out);
   void check_not_truncated(const Shard& shard) const;
+  void check_sample_shapes(const std::string& spec);
   [[noreturn]] void refuse_nonfinite(const float* values, const Shard& shard, std::size_t row, const char* what) const;
   bool all_mapped_ = true;
   std::vector<Shard> shards_;
@@ -48,6 +53,7 @@ class ShardedDataset {
   LabelKind kind_;
   std::int64_t size_ = 0;
   std::size_t feature_dim_ = 0, target_dim_ = 1;
+  std::vector<std::size_t> sample_shape_;
   bool stored_uint8_ = false;
   double scale_ = 1.0;
   int declared_classes_ = 0;
