@@ -36,6 +36,10 @@ run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/plain" --data.augment "" > "$
 # Stopped in epoch 2 (after global step 21 of 45) by SIGUSR1 on rank 1, resumed below.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --debug.fail_rank 1 --debug.fail_step 20 \
   --debug.fail_mode signal > "$WORK/split1.log" 2>&1 & job_split=$!
+# World 1 x batch 32 and world 2 x batch 16 (no shuffle) see the same samples per step: the same model, to 1e-5.
+run_ranks 1 train "$WORK/run.ini" --run.dir "$WORK/w1" --train.batch_size 32 --data.shuffle false --train.epochs 2 \
+  > "$WORK/w1.log" 2>&1 & job_w1=$!
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/w2" --data.shuffle false --train.epochs 2 > "$WORK/w2.log" 2>&1 & job_w2=$!
 # Refused: one line naming data.augment, exit 2 (each check's lines go to its .result file).
 bad_values=("crop(0)" "crop(x)" "crop" "vflip" "crop(12)")
 for bad in "${bad_values[@]}"; do
@@ -50,6 +54,8 @@ rc=0; wait "$job_a" || rc=$?; [ "$rc" = 0 ] || fail "augmented run: exit $rc"
 rc=0; wait "$job_b" || rc=$?; [ "$rc" = 0 ] || fail "repeated run: exit $rc"
 rc=0; wait "$job_plain" || rc=$?; [ "$rc" = 0 ] || fail "plain run: exit $rc"
 rc=0; wait "$job_split" || rc=$?; [ "$rc" = 75 ] && pass "stopped by the signal (exit 75)" || fail "stop: exit $rc"
+rc=0; wait "$job_w1" || rc=$?; [ "$rc" = 0 ] || fail "world 1 run: exit $rc"
+rc=0; wait "$job_w2" || rc=$?; [ "$rc" = 0 ] || fail "world 2 run: exit $rc"
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --resume auto > "$WORK/split2.log" 2>&1 || fail "resume: exit $?"
 wait  # the refusals
 for result in "$WORK"/bad-*.result; do
@@ -70,4 +76,14 @@ grep -q "resuming from .*global step 21" "$WORK/split2.log" && pass "resumed mid
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/split")") > "$WORK/split.diff"; then
   pass "resumed run identical to the uninterrupted one"
 else fail "resumed run differs"; head -5 "$WORK/split.diff" >&2; fi
+if "$PYTHON" -c "import h5py, numpy" 2>/dev/null; then
+  "$PYTHON" - "$(latest_checkpoint "$WORK/w1")" "$(latest_checkpoint "$WORK/w2")" <<'PY' \
+    && pass "world 1 x 32 and world 2 x 16 train the same model" || fail "world size changes the augmented model"
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r")["params"] for p in sys.argv[1:])
+worst = max(float(np.abs(a[k][...] - b[k][...]).max()) for k in a)
+print(f"largest parameter difference {worst:.3g}")
+sys.exit(0 if worst < 1e-5 else 1)
+PY
+else echo "note: no h5py/numpy in $PYTHON: world sizes not compared"; fi
 finish
