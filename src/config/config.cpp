@@ -194,6 +194,9 @@ void describe(Schema& s, Config& c) {
   s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
   s.add("data.shuffle", &c.data.shuffle, "shuffle each epoch (seed + epoch)");
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
+  s.add("data.augment", &c.data.augment,
+        "training-sample transforms in order, space separated: hflip (flip, p = 0.5), crop(P) (random crop "
+        "after zero padding by P pixels); empty = none");
   s.add("model.layers", &c.model.layers,
         "layer list, e.g. 'conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(128) relu linear' "
         "(empty = the MLP of model.hidden)");
@@ -298,6 +301,37 @@ std::vector<std::size_t> parse_input_shape(const std::string& where, const std::
   return dims;
 }
 
+// data.augment: "hflip crop(4)" -> its steps. Whether crop's padding fits the
+// images is known only when the data set is open (augment_image_shape).
+std::vector<AugmentStep> parse_augment(const std::string& where, const std::string& text) {
+  const std::string key = "data.augment";
+  std::vector<AugmentStep> steps;
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const auto open = item.find('(');
+    const std::string name = item.substr(0, open);
+    const std::optional<AugmentKind> kind = parse_choice<AugmentKind>(name);
+    if (!kind)
+      bad(where, key, "'" + item + "' is not a transform (" + choice_list<AugmentKind>() + ", as hflip or crop(P))");
+    AugmentStep step;
+    step.kind = *kind;
+    if (*kind == AugmentKind::hflip) {
+      if (open != std::string::npos) bad(where, key, "'" + item + "': hflip takes no argument");
+    } else {
+      if (open == std::string::npos || item.back() != ')')
+        bad(where, key, "'" + item + "': crop needs its padding in pixels, as crop(4)");
+      const std::string arg = item.substr(open + 1, item.size() - open - 2);
+      const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), step.padding);
+      if (ec != std::errc() || end != arg.data() + arg.size() || arg.empty())
+        bad(where, key, "'" + item + "': the padding '" + arg + "' is not a whole number of pixels");
+      if (step.padding < 1) bad(where, key, "'" + item + "': the padding must be at least 1 pixel");
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
 // The rules between keys, after every key passed its own range.
 void validate(Config& c, const Origin& origin) {
   c.model.hidden_sizes = parse_widths(origin.of("model.hidden"), c.model.hidden);
@@ -306,6 +340,7 @@ void validate(Config& c, const Origin& origin) {
   if (!c.model.layers.empty() && c.model.dropout > 0.0)
     bad(origin.of("model.dropout"), "model.dropout",
         "applies to the model.hidden MLP only; with model.layers, write dropout(p) in the list");
+  c.data.augment_steps = parse_augment(origin.of("data.augment"), c.data.augment);
   if (c.model.classes == 1)
     bad(origin.of("model.classes"), "model.classes",
         "1 class cannot be told apart from anything; use at least 2, or 0 for the shards' num_classes");

@@ -73,6 +73,7 @@ ShardedDataset::ShardedDataset(const std::string& spec, const std::string& featu
     shards_.push_back(std::move(shard));
   }
   check_shard_set(spec, shards_);
+  check_sample_shapes(spec);
   if (size_ == 0) throw InputError(spec + ": data set is empty (0 samples in " + std::to_string(shards_.size()) + " shard(s))");
 }
 
@@ -238,6 +239,43 @@ void ShardedDataset::map_shard(Shard& shard) {
   }
   m.base = static_cast<const unsigned char*>(base);
   shard.mapping = m;
+}
+
+// Shards of other tools are not compared by check_shard_set, so every shard's
+// sample_shape is compared here; a shape must also describe the feature count.
+void ShardedDataset::check_sample_shapes(const std::string& spec) {
+  const auto shape_of = [](const Shard& shard) {
+    std::vector<std::int64_t> shape;
+    if (h5::has_attribute(shard.features.get(), "sample_shape"))
+      shape = h5::read_int_array_attribute(shard.features.get(), "sample_shape", shard.path);
+    return shape;
+  };
+  const auto text = [](const std::vector<std::int64_t>& shape) {
+    if (shape.empty()) return std::string("none");
+    std::string t;
+    for (auto d : shape) t += (t.empty() ? "" : "x") + std::to_string(d);
+    return "[" + t + "]";
+  };
+  const std::vector<std::int64_t> shape = shape_of(shards_.front());
+  for (const Shard& shard : shards_) {
+    if (const auto other = shape_of(shard); other != shape)
+      throw InputError(spec + ": " + shard.path + " has sample_shape " + text(other) + " but " +
+                       shards_.front().path + " has " + text(shape));
+  }
+  if (shape.empty()) {
+    sample_shape_ = {feature_dim_};
+    return;
+  }
+  std::size_t product = 1;
+  bool fits = true;  // every extent positive, and their product never above the feature count
+  for (const std::int64_t d : shape) {
+    fits = fits && d >= 1 && static_cast<std::size_t>(d) <= feature_dim_ / product;
+    if (fits) product *= static_cast<std::size_t>(d);
+  }
+  if (!fits || product != feature_dim_)
+    throw InputError(shards_.front().path + ": dataset '" + features_name_ + "': attribute sample_shape " +
+                     text(shape) + " does not hold its " + std::to_string(feature_dim_) + " features per sample");
+  sample_shape_.assign(shape.begin(), shape.end());
 }
 
 void ShardedDataset::check_not_truncated(const Shard& shard) const {

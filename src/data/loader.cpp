@@ -5,12 +5,14 @@
 namespace mpiddp {
 
 BatchLoader::BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
-                         std::size_t prefetch)
+                         std::size_t prefetch, const Augmenter* augmenter, std::uint64_t epoch)
     : dataset_(dataset),
       indices_(std::move(indices)),
       batch_size_(batch_size),
       prefetch_(prefetch),
-      batch_count_((indices_.size() + batch_size - 1) / batch_size) {
+      batch_count_((indices_.size() + batch_size - 1) / batch_size),
+      augmenter_(augmenter),
+      epoch_(epoch) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,6 +38,7 @@ void BatchLoader::run() {
       std::vector<std::int64_t> wanted(indices_.begin() + begin, indices_.begin() + end);
       Batch batch;
       dataset_.read(wanted, batch);
+      if (augmenter_) augmenter_->apply(epoch_, wanted, batch.features);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.push_back(std::move(batch));

@@ -85,6 +85,10 @@ void TrainingSession::open_data(int ranks_on_node) {
     } else {
       outputs = train_data->target_dim();
     }
+    if (!config.data.augment_steps.empty())
+      augmenter.emplace(config.data.augment_steps,
+                        augment_image_shape(config.data.augment_steps, train_data->sample_shape(), config.data.train),
+                        config.train.seed);
     check_memory_budget(config,
                         {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train});
     if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)

@@ -40,7 +40,8 @@ class Trainer {
         // on the host before use.
         batches_(*session.train_data, static_cast<std::size_t>(config_.train.batch_size),
                  static_cast<std::size_t>(config_.data.prefetch), *session.compute.device,
-                 !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan),
+                 !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan,
+                 session.augmenter ? &*session.augmenter : nullptr),
         progress_(session),
         checkpointer_(session),
         tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size(),
@@ -66,7 +67,7 @@ class Trainer {
   // epoch did not end (a stop signal or train.max_steps).
   bool run_epoch() {
     const auto epoch_start = Clock::now();
-    batches_.start_epoch(remaining_order());
+    batches_.start_epoch(remaining_order(), static_cast<std::uint64_t>(state_.epoch));
     const std::int64_t first_step = state_.step_in_epoch;
     for (; state_.step_in_epoch < s_.plan.steps_per_epoch && state_.global_step < s_.plan.total_steps;
          ++state_.step_in_epoch) {

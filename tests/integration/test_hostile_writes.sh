@@ -229,6 +229,12 @@ mkdir -p "$WORK/shape" && cp "$WORK/data"/*.h5 "$WORK/shape/"
 "$PYTHON" -c "import h5py,sys,numpy; h5py.File(sys.argv[1],'r+')['features'].attrs['sample_shape'] = numpy.array([2,4])" \
   "$WORK/shape/shard-00001-of-00002.h5"
 expect_error sample-shape 2 "has sample_shape [2x4] but" "${T[@]}" --run.dir "$WORK/y" --data.train "$WORK/shape"
+# A sample_shape that does not multiply out to the feature count (8) is refused, naming the shard.
+mkdir -p "$WORK/shape9" && cp "$WORK/data"/*.h5 "$WORK/shape9/"
+"$PYTHON" -c "import h5py,sys,numpy
+for p in sys.argv[1:]: h5py.File(p,'r+')['features'].attrs['sample_shape'] = numpy.array([3,3])" "$WORK/shape9"/*.h5
+expect_error sample-shape-product 2 "shard-00000-of-00002.h5: dataset 'features': attribute sample_shape [3x3] does not hold its 8 features" \
+  "${T[@]}" --run.dir "$WORK/y" --data.train "$WORK/shape9"
 cp "$WORK/data/shard-00000-of-00002.h5" "$WORK/rows.h5" && set_attr "$WORK/rows.h5" total_rows 402
 expect_error rows-disagree 2 "rows.h5: shard 0 of 2 of 402 rows should hold rows 0 to 200, but holds 200" \
   "${T[@]}" --run.dir "$WORK/y" --data.train "$WORK/rows.h5"

@@ -209,3 +209,22 @@ TEST_CASE("error text from files is made printable and short", "[config]") {
   CHECK_THAT(printable(long_text), Catch::StartsWith(std::string(kMaxMessageBytes, 'x') + " ... (4000 more bytes)"));
   CHECK(printable(long_text).size() < kMaxMessageBytes + 40);
 }
+
+TEST_CASE("data.augment parses into its steps, and refuses what it cannot mean", "[config][augment]") {
+  const std::string base = "[data]\ntrain = x\n";
+  const std::string path = write_ini(base + "augment = hflip  crop(4)\thflip\n");
+  const Config c = load_config(path, {});
+  std::remove(path.c_str());
+  CHECK(c.data.augment_steps ==
+        std::vector<AugmentStep>{{AugmentKind::hflip, 0}, {AugmentKind::crop, 4}, {AugmentKind::hflip, 0}});
+  CHECK(load_config("", {"--data.train", "x"}).data.augment_steps.empty());
+  CHECK(load_config("", {"--data.train", "x", "--data.augment", "crop(2) hflip"}).data.augment_steps ==
+        std::vector<AugmentStep>{{AugmentKind::crop, 2}, {AugmentKind::hflip, 0}});
+  for (const char* wrong : {"vflip", "crop(0)", "crop(x)", "crop", "crop()", "crop(-1)", "crop(2", "crop(2)x",
+                            "hflip(1)", "crop(99999999999)", "hflip,crop(2)"}) {
+    INFO(wrong);
+    CHECK_THAT(error_of(base, {"--data.augment", wrong}), Catch::Contains("command line: key 'data.augment': '"));
+  }
+  CHECK_THAT(error_of(base + "augment = crop(0)\n"), Catch::Contains("key 'data.augment'") &&
+                                                         Catch::Contains("at least 1 pixel"));
+}

@@ -29,6 +29,14 @@ struct ChoiceNames<DataTask> {
       {{DataTask::classification, "classification"}, {DataTask::regression, "regression"}}};
 };
 
+// A transform of data.augment (the list and crop's padding are parsed in config.cpp).
+enum class AugmentKind { hflip, crop };
+template <>
+struct ChoiceNames<AugmentKind> {
+  static constexpr std::array<NamedChoice<AugmentKind>, 2> table{
+      {{AugmentKind::hflip, "hflip"}, {AugmentKind::crop, "crop"}}};
+};
+
 // model.activation (relu, exact-erf gelu, tanh)
 enum class ActivationKind { relu, gelu, tanh };
 template <>

@@ -13,6 +13,13 @@
 
 namespace mpiddp {
 
+// One transform of data.augment, applied to training samples in list order.
+struct AugmentStep {
+  AugmentKind kind = AugmentKind::hflip;
+  int padding = 0;                   // crop(P): zero padding on every side, then a crop back to size
+  bool operator==(const AugmentStep&) const = default;
+};
+
 struct DataConfig {
   std::string train;                 // shard directory, glob or single .h5 file
   std::string test;                  // same, evaluated after each epoch (optional)
@@ -22,6 +29,8 @@ struct DataConfig {
   int prefetch = 4;                  // batches read ahead by the loader thread
   bool shuffle = true;
   bool drop_last = false;            // DistributedSampler's drop_last
+  std::string augment;               // training-sample transforms, whitespace separated ("" = none)
+  std::vector<AugmentStep> augment_steps;  // parsed from `augment`
 };
 
 struct ModelConfig {

@@ -27,11 +27,10 @@ class ShardedDataset {
   std::int64_t size() const { return size_; }
   std::size_t feature_dim() const { return feature_dim_; }
   std::size_t target_dim() const { return target_dim_; }
-  // One sample's shape from the shards' sample_shape attribute ([H, W] or
-  // [C, H, W] for images), or {feature_dim()} when they have none.
-  std::vector<std::size_t> sample_shape() const {
-    return sample_shape_.empty() ? std::vector<std::size_t>{feature_dim_} : sample_shape_;
-  }
+  // A sample's shape as the shards' `sample_shape` attribute on the features
+  // stores it ([H, W], [C, H, W], ...), or {feature_dim()} when they have none.
+  // Its product is feature_dim() (checked when the shards are opened).
+  std::vector<std::size_t> sample_shape() const { return sample_shape_; }
   // The shards' num_classes attribute, 0 when absent.
   int declared_classes() const { return declared_classes_; }
   // Labels outside [0, classes) are reported as errors when read.
@@ -46,6 +45,7 @@ class ShardedDataset {
   void map_shard(Shard& shard);
   void read_mapped(const std::vector<std::int64_t>& indices, Batch& out);
   void check_not_truncated(const Shard& shard) const;
+  void check_sample_shapes(const std::string& spec);
   [[noreturn]] void refuse_nonfinite(const float* values, const Shard& shard, std::size_t row, const char* what) const;
   bool all_mapped_ = true;
   std::vector<Shard> shards_;

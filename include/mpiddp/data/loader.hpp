@@ -1,6 +1,8 @@
 #pragma once
 // Reads batches on a background thread so that the next batch is ready when
 // the current step ends. Errors on the loader thread are re-thrown by next().
+// Training batches are augmented there too (data.augment), right after they are
+// read, so that the transforms overlap the compute like the reading does.
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -9,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpiddp/data/augment.hpp"
 #include "mpiddp/data/dataset.hpp"
 
 namespace mpiddp {
@@ -16,9 +19,10 @@ namespace mpiddp {
 class BatchLoader {
  public:
   // Cuts `indices` into batches of `batch_size` (the last may be smaller) and
-  // keeps up to `prefetch` of them ready.
+  // keeps up to `prefetch` of them ready. With `augmenter`, every sample is
+  // transformed as sample `index` of `epoch` (the augmenter outlives the loader).
   BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
-              std::size_t prefetch);
+              std::size_t prefetch, const Augmenter* augmenter = nullptr, std::uint64_t epoch = 0);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -35,6 +39,8 @@ class BatchLoader {
   ShardedDataset& dataset_;
   std::vector<std::int64_t> indices_;
   std::size_t batch_size_, prefetch_, batch_count_;
+  const Augmenter* augmenter_;
+  std::uint64_t epoch_;
   std::size_t consumed_ = 0;
   std::deque<Batch> ready_;
   std::exception_ptr error_;

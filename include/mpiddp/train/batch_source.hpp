@@ -22,11 +22,12 @@ inline int staging_slot(std::uint64_t micro_batch_number) { return static_cast<i
 class BatchSource {
  public:
   // `prefetching`: stage the next step's first batch during the current step.
+  // `augmenter` (null: none) transforms every training sample on the loader thread.
   BatchSource(ShardedDataset& data, std::size_t batch_size, std::size_t loader_prefetch, Device& device,
-              bool prefetching);
+              bool prefetching, const Augmenter* augmenter);
 
-  // This rank's indices of the epoch still to be read, in order.
-  void start_epoch(std::vector<std::int64_t> order);
+  // This rank's indices of epoch `epoch` still to be read, in order.
+  void start_epoch(std::vector<std::int64_t> order, std::uint64_t epoch);
   // The step's micro-batches (up to `count`; fewer at the end of the epoch),
   // beginning with the prefetched one. Rethrows a prefetch's read error.
   void next_step(std::vector<Batch>& micro, int count);
@@ -43,6 +44,7 @@ class BatchSource {
   std::size_t batch_size_, loader_prefetch_;
   Device& device_;
   bool prefetching_;
+  const Augmenter* augmenter_;
   std::unique_ptr<BatchLoader> loader_;
   std::optional<Batch> next_batch_;
   std::optional<StagedBatch> next_staged_, current_staged_;

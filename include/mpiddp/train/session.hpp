@@ -11,6 +11,7 @@
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/data/augment.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/ddp/reducer.hpp"
 #include "mpiddp/train/compute_setup.hpp"
@@ -46,6 +47,7 @@ class TrainingSession {
   const bool classification;
   int blas_threads = 1;
   std::optional<ShardedDataset> train_data, test_data;
+  std::optional<Augmenter> augmenter;  // data.augment of the training samples; empty: none
   std::size_t outputs = 0;  // classes, or regression targets
   // Declared before the model: the device outlives everything allocated on it.
   ComputeSetup compute;
