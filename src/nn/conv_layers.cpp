@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "mpiddp/common/random.hpp"
+#include "mpiddp/nn/layers.hpp"
 
 namespace mpiddp {
 
@@ -43,11 +43,7 @@ void Conv2d::declare(ParameterStore& params, const std::string& prefix, const Sh
 
 void Conv2d::initialize(ParameterStore& params, std::uint64_t seed) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_[0] * kernel_ * kernel_));
-  for (std::size_t index : {weight_, bias_}) {
-    CounterRng rng(hash_combine(seed, index));
-    float* v = params.host_values() + params.list()[index].offset;
-    for (std::size_t i = 0; i < params.list()[index].count; ++i) v[i] = (2.0f * rng.uniform(i) - 1.0f) * bound;
-  }
+  for (std::size_t index : {weight_, bias_}) fill_uniform(params, index, bound, seed);
   params_ = &params;
 }
 

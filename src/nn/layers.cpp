@@ -27,14 +27,16 @@ void Linear::declare(ParameterStore& params, const std::string& prefix, const Sh
   bias_ = params.add(prefix + ".bias", {out_});
 }
 
-void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
+void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::uint64_t seed) {
   // Values are drawn on the host; Sequential sends them to the device.
+  CounterRng rng(hash_combine(seed, index));
+  float* v = params.host_values() + params.list()[index].offset;
+  for (std::size_t i = 0; i < params.list()[index].count; ++i) v[i] = (2.0f * rng.uniform(i) - 1.0f) * bound;
+}
+
+void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  for (std::size_t index : {weight_, bias_}) {
-    CounterRng rng(hash_combine(seed, index));
-    float* v = params.host_values() + params.list()[index].offset;
-    for (std::size_t i = 0; i < params.list()[index].count; ++i) v[i] = (2.0f * rng.uniform(i) - 1.0f) * bound;
-  }
+  for (std::size_t index : {weight_, bias_}) fill_uniform(params, index, bound, seed);
   params_ = &params;
 }
 

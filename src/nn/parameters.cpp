@@ -6,30 +6,30 @@
 
 namespace mpiddp {
 
-std::size_t ParameterStore::add(const std::string& name, std::vector<std::size_t> shape) {
-  if (device_) throw std::logic_error("ParameterStore::add after allocate");
+namespace {
+// Appends an array to `list`, laid out after `end` (which grows by its size).
+std::size_t append(std::vector<Parameter>& list, std::size_t& end, const std::string& name,
+                   std::vector<std::size_t> shape) {
   Parameter p;
   p.name = name;
   p.shape = std::move(shape);
   p.count = 1;
   for (auto d : p.shape) p.count *= d;
-  p.offset = pending_total_;
-  pending_total_ += p.count;
-  params_.push_back(std::move(p));
-  return params_.size() - 1;
+  p.offset = end;
+  end += p.count;
+  list.push_back(std::move(p));
+  return list.size() - 1;
+}
+}  // namespace
+
+std::size_t ParameterStore::add(const std::string& name, std::vector<std::size_t> shape) {
+  if (device_) throw std::logic_error("ParameterStore::add after allocate");
+  return append(params_, pending_total_, name, std::move(shape));
 }
 
 std::size_t ParameterStore::add_buffer(const std::string& name, std::vector<std::size_t> shape) {
   if (device_) throw std::logic_error("ParameterStore::add_buffer after allocate");
-  Parameter b;
-  b.name = name;
-  b.shape = std::move(shape);
-  b.count = 1;
-  for (auto d : b.shape) b.count *= d;
-  b.offset = pending_buffers_;
-  pending_buffers_ += b.count;
-  buffer_list_.push_back(std::move(b));
-  return buffer_list_.size() - 1;
+  return append(buffer_list_, pending_buffers_, name, std::move(shape));
 }
 
 std::size_t ParameterStore::add_counter(const std::string& name) {

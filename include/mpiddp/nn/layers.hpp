@@ -6,6 +6,9 @@
 
 namespace mpiddp {
 
+// U(-bound, bound) into parameter `index`, a counter-based stream of (seed, index).
+void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::uint64_t seed);
+
 class Linear final : public Layer {
  public:
   explicit Linear(std::size_t out) : out_(out) {}
