@@ -18,9 +18,9 @@
 #   gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
 #   sanitizer_memcheck, sanitizer_racecheck
 #                             a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU)
-# cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB): the first folder holding
-# libcudnn.so.9 among PyTorch's wheels (site-packages/nvidia/cudnn/lib), /usr/local/cuda/lib64 and
-# /usr/lib/x86_64-linux-gnu goes first on mpiddp's library path; the table names the one mpiddp opened.
+# cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB) from mpiddp's library path: the
+# toolkit's folders and PyTorch's wheels (site-packages/nvidia/cudnn/lib) as above, and /usr/lib/x86_64-linux-gnu;
+# the table names the one mpiddp opened.
 # Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 # ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 # Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
@@ -75,11 +75,12 @@ for root in list(nvidia.__path__): print("\n".join(sorted(glob.glob(os.path.join
     ls -d /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib \
       2>/dev/null; } | sort -u
 )
-# cuDNN: its folder first, so the libcudnn.so.9 found here is the one mpiddp opens (with its sub-libraries).
+for d in $cuda_dirs; do lib_path=${lib_path:+$lib_path:}$d; done
+# cuDNN: mpiddp opens libcudnn.so.9 from the first folder on its path that holds it (the order above: the
+# bundle's libraries stay first); the system's folder is added last, in case the loader's cache lacks it.
 cudnn_dir=$(for d in $cuda_dirs /usr/lib/x86_64-linux-gnu; do
   if [ -e "$d/libcudnn.so.9" ]; then echo "$d"; break; fi; done)
-[ -z "$cudnn_dir" ] || lib_path=$cudnn_dir${lib_path:+:$lib_path}
-for d in $cuda_dirs; do lib_path=${lib_path:+$lib_path:}$d; done
+case ":$lib_path:" in *":$cudnn_dir:"*) ;; *) [ -z "$cudnn_dir" ] || lib_path=${lib_path:+$lib_path:}$cudnn_dir ;; esac
 mpiddp_ld=$lib_path${host_ld:+:$host_ld}
 
 # wrap NAME PROGRAM [VAR=value...]: $scratch/bin/NAME runs PROGRAM with mpiddp's library path.

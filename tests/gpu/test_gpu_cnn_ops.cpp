@@ -94,7 +94,8 @@ TEST_CASE("GPU convolution (cuDNN) matches the CPU's for several kernels, stride
     gpu().set_precision(Precision::fp32);
     const ConvResult fp32 = gpu_conv(g, x, w, b, dy);
     CHECK(close(fp32.y, cpu.y, 1e-4, 1e-4));
-    CHECK(close(fp32.dw, cpu.dw, 1e-4, 1e-4));
+    // dw sums over every sample and position (up to 1568 terms here): a looser absolute bound.
+    CHECK(close(fp32.dw, cpu.dw, 1e-4, 5e-4));
     CHECK(close(fp32.db, cpu.db, 1e-5, 1e-5));
     CHECK(close(fp32.dx, cpu.dx, 1e-4, 1e-4));
     // Deterministic algorithms: the same call gives the same bits.
@@ -108,7 +109,7 @@ TEST_CASE("GPU convolution (cuDNN) matches the CPU's for several kernels, stride
     std::vector<float> dw2(cpu.dw), db2(cpu.db);
     for (float& v : dw2) v *= 2.0f;
     for (float& v : db2) v *= 2.0f;
-    CHECK(close(twice.dw, dw2, 1e-4, 2e-4));
+    CHECK(close(twice.dw, dw2, 1e-4, 1e-3));
     CHECK(close(twice.db, db2, 1e-5, 2e-5));
     // tf32 (and bf16, which convolves with TF32 math for now): 10 mantissa bits.
     for (Precision p : {Precision::tf32, Precision::bf16}) {
