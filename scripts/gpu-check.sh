@@ -24,7 +24,7 @@
 # Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 # ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 # Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
-# Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 360 s); about 4 minutes
+# Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 420 s); about 5 minutes
 # on an H200 are expected.
 # Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 # version) is missing; 77 when there is no usable GPU.
@@ -39,7 +39,7 @@ mkdir -p "$out/logs" || { echo "gpu-check: error: cannot create $out" >&2; exit 
 out=$(cd "$out" && pwd)
 logs=$out/logs table=$out/table.txt
 dry=${GPU_CHECK_DRY_RUN:-}
-deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-360}))
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-420}))
 scratch=$(mktemp -d /tmp/gpu-check.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/bin"
