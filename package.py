@@ -25,6 +25,7 @@ class Mpiddp(CMakePackage, CudaPackage):
     version("main", branch="main", preferred=True)
 
     variant("nccl", default=True, when="+cuda", description="NCCL all-reduce between GPUs")
+    variant("cudnn", default=True, when="+cuda", description="cuDNN convolutions (conv2d layers on the GPU)")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -41,6 +42,9 @@ class Mpiddp(CMakePackage, CudaPackage):
     depends_on("nccl", when="+nccl")
     for arch in CudaPackage.cuda_arch_values:
         depends_on(f"nccl cuda_arch={arch}", when=f"+nccl cuda_arch={arch}")
+    # Opened at run time (dlopen); the build needs its headers and records its
+    # library folder, so the installed mpiddp finds this cuDNN without a module.
+    depends_on("cudnn", when="+cudnn")
     conflicts("cuda_arch=none", when="+cuda", msg="name the GPU generation, e.g. cuda_arch=90")
 
     def cmake_args(self):
@@ -58,6 +62,7 @@ class Mpiddp(CMakePackage, CudaPackage):
         if spec.satisfies("+cuda"):
             args.append(self.define_cuda_architectures(self))
             args.append(self.define_from_variant("MPIDDP_ENABLE_NCCL", "nccl"))
+            args.append(self.define_from_variant("MPIDDP_ENABLE_CUDNN", "cudnn"))
         return args
 
     def check(self):

@@ -15,6 +15,9 @@
 #    GLIBC_PRIVATE symbols. The bundle is checked for them at the end.
 #  - CUDA's libraries and the driver's (cudart, cuBLAS, cuBLASLt, NCCL, libcuda):
 #    they come with the GPU machine (gpu-check.sh stops at once if one is missing).
+#  - cuDNN (~500 MB, far too large to carry): mpiddp opens it at run time, so it is
+#    not among the libraries ldd lists; gpu-check.sh finds the GPU machine's own
+#    (PyTorch's nvidia-cudnn wheel) and SKIPs the CNN rows when there is none.
 set -euo pipefail
 dir=""
 if [ "${1:-}" = "--dir" ]; then dir=$(realpath -m "${2:?usage: gpu-bundle.sh --dir DIR [BUILD_DIR]}"); shift 2; fi

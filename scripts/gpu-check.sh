@@ -11,13 +11,20 @@
 #   small_mlp                 matmul peak, exposed communication (--comm both); 784-256-128-10, batch 64, fp32
 #   fmnist_w1_nccl_{fp32,tf32,bf16}, fmnist_w2_shared_mpi
 #                             Fashion-MNIST MLP, 15 epochs: world 1 over NCCL, world 2 sharing one GPU over MPI
+#   cnn_fmnist_{fp32,bf16}    a small CNN (conv/BatchNorm/ReLU/max-pool/linear) on Fashion-MNIST, 300 steps: the
+#                             loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
+#   big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
+#                             The CNN rows SKIP, with the reason, when this process finds no cuDNN.
 #   gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
 #   sanitizer_memcheck, sanitizer_racecheck
 #                             a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU)
+# cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB) from mpiddp's library path: the
+# toolkit's folders and PyTorch's wheels (site-packages/nvidia/cudnn/lib) as above, and /usr/lib/x86_64-linux-gnu;
+# the table names the one mpiddp opened.
 # Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 # ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 # Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
-# Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 360 s); about 4 minutes
+# Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 420 s); about 5 minutes
 # on an H200 are expected.
 # Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 # version) is missing; 77 when there is no usable GPU.
@@ -32,7 +39,7 @@ mkdir -p "$out/logs" || { echo "gpu-check: error: cannot create $out" >&2; exit 
 out=$(cd "$out" && pwd)
 logs=$out/logs table=$out/table.txt
 dry=${GPU_CHECK_DRY_RUN:-}
-deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-360}))
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-420}))
 scratch=$(mktemp -d /tmp/gpu-check.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/bin"
@@ -69,6 +76,11 @@ for root in list(nvidia.__path__): print("\n".join(sorted(glob.glob(os.path.join
       2>/dev/null; } | sort -u
 )
 for d in $cuda_dirs; do lib_path=${lib_path:+$lib_path:}$d; done
+# cuDNN: mpiddp opens libcudnn.so.9 from the first folder on its path that holds it (the order above: the
+# bundle's libraries stay first); the system's folder is added last, in case the loader's cache lacks it.
+cudnn_dir=$(for d in $cuda_dirs /usr/lib/x86_64-linux-gnu; do
+  if [ -e "$d/libcudnn.so.9" ]; then echo "$d"; break; fi; done)
+case ":$lib_path:" in *":$cudnn_dir:"*) ;; *) [ -z "$cudnn_dir" ] || lib_path=${lib_path:+$lib_path:}$cudnn_dir ;; esac
 mpiddp_ld=$lib_path${host_ld:+:$host_ld}
 
 # wrap NAME PROGRAM [VAR=value...]: $scratch/bin/NAME runs PROGRAM with mpiddp's library path.
@@ -121,6 +133,16 @@ old=$(env LD_LIBRARY_PATH="$mpiddp_ld" ldd -r "$bin/mpiddp" 2>&1 | grep -F "($bi
 [ -z "$old" ] || die "a CUDA library is older than the one mpiddp was built with: ${old//$'\t'/ }"
 grep -E 'lib(cudart|cublas|cublasLt|nccl)\.so' "$logs/ldd.log" | awk '{print "  " $1 " -> " $3}' >> "$table"
 "$MPIDDP" inspect devices > "$logs/devices.log" 2>&1
+# "cuDNN yes: 9.x (file)" or "cuDNN no - why": the CNN rows run or SKIP with the reason.
+cudnn_line=$(grep -h -m1 '^cuDNN' "$logs/devices.log")
+echo "  ${cudnn_line:-cuDNN: not reported (a build without CUDA)}" >> "$table"
+no_cudnn=""
+case $cudnn_line in
+  "cuDNN yes"*) ;;
+  "cuDNN no - "*) no_cudnn="no cuDNN: ${cudnn_line#cuDNN no - }" ;;
+  *) no_cudnn="no cuDNN: this build has no CUDA" ;;
+esac
+[ -n "$dry" ] && no_cudnn=""  # the dry run trains the CNNs on the CPU
 if [ -z "$dry" ] && ! grep -q "^usable GPUs: [1-9]" "$logs/devices.log"; then
   echo "gpu-check: no usable GPU: $(grep -h "usable GPUs" "$logs/devices.log" || tail -1 "$logs/devices.log")" |
     tee -a "$table" >&2
@@ -189,10 +211,11 @@ run_step matmul_bf16 60 "$MPIDDP" bench matmul --precision bf16 --size 8192 --se
 peak=$(grep -o '[0-9.]* TFLOP/s' "$logs/matmul_bf16.log" | awk '{print $1; exit}')
 if [ -n "$dry" ] && [ "$rc" = 2 ]; then row matmul_bf16 SKIP "dry run: $(why matmul_bf16)"
 else verdict matmul_bf16 "$(grep -h -m1 '^matmul' "$logs/matmul_bf16.log")"; fi
-# bench_row NAME: samples/s, TFLOP/s and share of the matmul peak of the first mode, and the exposed communication.
+# bench_row NAME [PEAK]: samples/s, TFLOP/s and share of the matmul peak (default: the bf16 one) of the first
+# mode, and the exposed communication.
 bench_row() {
   local detail
-  detail=$(python3 - "$logs/$1.log" "${peak:-}" <<'PY'
+  detail=$(python3 - "$logs/$1.log" "${2-${peak:-}}" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 peak = float(sys.argv[2]) if sys.argv[2] else 0.0
@@ -216,6 +239,22 @@ run_step big_mlp_staged 90 "$MPIRUN" -n 1 "$MPIDDP" bench mlp --device $dev --pr
 if [ "$rc" = 0 ]; then bench_row big_mlp_staged; else verdict big_mlp_staged ""; fi
 run_step small_mlp 60 "$MPIRUN" -n 1 "$MPIDDP" bench mlp --device $dev "${small[@]}" --comm both
 if [ "$rc" = 0 ]; then bench_row small_mlp; else verdict small_mlp ""; fi
+# A VGG-style CNN: convolutions are most of its FLOPs (counted from the geometry by bench mlp).
+big_cnn=(--input-shape 3,64,64 --outputs 100 --batch 256 --steps 20 --layers "conv2d(64,3,padding=1) batchnorm2d relu
+  conv2d(128,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(256,3,padding=1) batchnorm2d relu
+  conv2d(256,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(512,3,padding=1) batchnorm2d relu maxpool2d(2)
+  flatten linear(512) relu linear")
+if [ -n "$dry" ]; then
+  big_cnn=(--input-shape 3,16,16 --outputs 10 --batch 16 --steps 3 --warmup 1
+           --layers "conv2d(8,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear")
+fi
+if [ -n "$no_cudnn" ]; then secs=0; row big_cnn_tf32 SKIP "$no_cudnn"
+else
+  run_step big_cnn_tf32 90 "$MPIRUN" -n 1 "$MPIDDP" bench mlp --device $dev --precision $tf32 "${big_cnn[@]}" \
+    --comm none
+  # No peak to compare with: the matmul peak is bf16's, these convolutions run in TF32.
+  if [ "$rc" = 0 ]; then bench_row big_cnn_tf32 ""; else verdict big_cnn_tf32 ""; fi
+fi
 
 # ---- Fashion-MNIST ----
 data=$scratch/fmnist
@@ -249,6 +288,37 @@ fmnist fmnist_w1_nccl_tf32 1 $nccl --train.precision $tf32
 fmnist fmnist_w1_nccl_bf16 1 $nccl --train.precision $bf16
 one_gpu=${CUDA_VISIBLE_DEVICES:-0}
 CUDA_VISIBLE_DEVICES=${one_gpu%%,*} fmnist fmnist_w2_shared_mpi 2 mpi --train.share_device true
+
+# cnn NAME PRECISION: a small CNN for a few hundred steps; its logged training loss must fall well below chance
+# (ln 10 = 2.30) and end below where it started.
+cnn_steps=300
+[ -z "$dry" ] || cnn_steps=40
+cnn() {
+  local name=$1 precision=$2
+  if [ -n "$no_cudnn" ]; then secs=0; row "$name" SKIP "$no_cudnn"; return; fi
+  [ -d "$data/train" ] || { secs=0; row "$name" SKIP "no shards (prepare_fmnist did not pass)"; return; }
+  run_step "$name" 120 "$MPIRUN" -n 1 "$MPIDDP" train inputs/fmnist_mlp.ini --data.train "$data/train" \
+    --data.test "$data/test" --run.dir "$scratch/$name" --train.device $dev --dist.backend $nccl \
+    --train.precision "$precision" --train.max_steps $cnn_steps --train.log_every $((cnn_steps / 10)) \
+    --optim.warmup_steps $((cnn_steps / 10)) --model.layers "conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2)
+    conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(64) relu linear"
+  [ "$rc" = 0 ] || { verdict "$name" ""; return; }
+  local detail
+  detail=$(python3 - "$scratch/$name" <<'PY'
+import json, os, sys
+run = sys.argv[1]
+losses = [r["loss"] for r in map(json.loads, open(os.path.join(run, "metrics.jsonl"))) if r.get("type") == "train"]
+if len(losses) < 2:
+    sys.exit(f"only {len(losses)} logged losses")
+s = json.load(open(os.path.join(run, "summary.json")))
+print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {s['steps']} steps, {s['train_samples_per_s']:.0f} samples/s")
+sys.exit(0 if losses[-1] < losses[0] and losses[-1] < 1.0 else 1)
+PY
+  ) || { row "$name" FAIL "the loss did not fall: ${detail:-no metrics}"; return; }
+  row "$name" PASS "$detail${dry:+ (dry run: CPU, fp32)}"
+}
+cnn cnn_fmnist_fp32 fp32
+cnn cnn_fmnist_bf16 $bf16
 
 # ---- the training tests (they skip without a GPU) ----
 MPIDDP=$MPIDDP MPIEXEC=$MPIRUN MPIDDP_SOURCE_DIR=$src FMNIST_DIR=$fmnist_src \

@@ -1,6 +1,7 @@
 // `mpiddp bench mlp`: training-step speed of an MLP on synthetic data through
 // the real code path (device, reducer, transport, optimizer), run under
-// mpirun/srun. With --comm both it times each step with the gradient all-reduce
+// mpirun/srun. --layers takes a model.layers list instead (a CNN, say, with
+// --input-shape C,H,W); its FLOPs are counted from the layers' geometry. With --comm both it times each step with the gradient all-reduce
 // and with none at all, so the exposed communication cost is the difference.
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -35,17 +36,40 @@ class NoTransport final : public GradientTransport {
   void broadcast_now(float*, std::size_t, int) override {}
 };
 
+// FLOPs of one training step on `batch` samples: each Linear and Conv2d layer
+// does weight-count x output-positions multiply-adds per sample forward, as many
+// for its weight gradient and, except as the first layer (no input gradient),
+// for its input gradient. The weight is the layer's first parameter.
+double training_flops(const Sequential& model, int batch) {
+  double flops = 0.0;
+  Shape shape = model.input_shape();
+  for (std::size_t l = 0; l < model.layers().size(); ++l) {
+    const Layer& layer = *model.layers()[l];
+    const Shape out = layer.output_shape(shape);
+    const std::string kind = layer.kind();
+    if ((kind == "Linear" || kind == "Conv2d") && !layer.parameter_indices().empty()) {
+      const double weights = static_cast<double>(model.parameters().list()[layer.parameter_indices()[0]].count);
+      const double positions = static_cast<double>(element_count(out)) / static_cast<double>(out[0]);
+      flops += 2.0 * batch * weights * positions * (l == 0 ? 2 : 3);
+    }
+    shape = out;
+  }
+  return flops;
+}
+
 }  // namespace
 
 int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group) {
   std::string hidden = "256,128", device = "auto", precision = "fp32", backend = "auto", comm_mode = "both";
-  std::string allreduce_dtype = "fp32", data_mode = "resident";
+  std::string allreduce_dtype = "fp32", data_mode = "resident", layers, input_shape;
   int inputs = 784, outputs = 10, batch = 64, steps = 50, warmup = 5;
   po::options_description options("mpiddp bench mlp (run under mpirun/srun)");
   options.add_options()("help,h", "show this help")
       ("hidden", po::value(&hidden)->default_value(hidden), "hidden widths")
       ("inputs", po::value(&inputs)->default_value(inputs), "input features")
       ("outputs", po::value(&outputs)->default_value(outputs), "classes")
+      ("layers", po::value(&layers), "a model.layers list instead of the MLP of --hidden (e.g. a CNN)")
+      ("input-shape", po::value(&input_shape), "with --layers: one sample's shape C,H,W (default: --inputs features)")
       ("batch", po::value(&batch)->default_value(batch), "samples per rank per step")
       ("steps", po::value(&steps)->default_value(steps), "timed steps")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
@@ -70,9 +94,17 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   if (!run) return kExitOk;
   Config config;
   agree_or_fail(group.world(), [&] {
-    config = load_config("", {"--data.train", "synthetic", "--model.hidden", hidden, "--train.device", device,
-                              "--train.precision", precision, "--dist.backend", backend, "--ddp.allreduce_dtype",
-                              allreduce_dtype, "--optim.name", "adamw", "--train.batch_size", std::to_string(batch)});
+    std::vector<std::string> settings = {
+        "--data.train", "synthetic", "--model.hidden", hidden, "--train.device", device, "--train.precision",
+        precision, "--dist.backend", backend, "--ddp.allreduce_dtype", allreduce_dtype, "--optim.name", "adamw",
+        "--train.batch_size", std::to_string(batch)};
+    if (!layers.empty()) settings.insert(settings.end(), {"--model.layers", layers});
+    if (!input_shape.empty()) {
+      if (layers.empty()) throw InputError("--input-shape goes with --layers");
+      settings.insert(settings.end(), {"--model.input_shape", input_shape});
+    }
+    config = load_config("", settings);
+    if (!config.model.input_dims.empty()) inputs = static_cast<int>(element_count(config.model.input_dims));
     check_bench_sizes("bench mlp", config, inputs, outputs, group.local_size());
   });
   Communicator& comm = group.world();
@@ -80,8 +112,9 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   // with one line after dist.timeout_s (it stays on until the process ends).
   Watchdog::instance().start(config.dist.timeout_s, comm.rank());
   ComputeSetup compute = setup_compute(config, group);
-  auto model = build_mlp(config.model, static_cast<std::size_t>(inputs), static_cast<std::size_t>(outputs), 1,
-                         compute.device);
+  const Shape sample = config.model.input_dims.empty() ? Shape{static_cast<std::size_t>(inputs)}
+                                                       : Shape(config.model.input_dims.begin(), config.model.input_dims.end());
+  auto model = build_model(config.model, sample, static_cast<std::size_t>(outputs), 1, compute.device);
   auto optimizer = make_optimizer(config.optim, compute.device);
 
   // One synthetic batch per rank, staged every step like real data.
@@ -92,12 +125,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   for (std::size_t i = 0; i < micro[0].features.size(); ++i) micro[0].features.data()[i] = rng.uniform(i) - 0.5f;
   for (int i = 0; i < batch; ++i) micro[0].class_ids[i] = static_cast<std::int32_t>(rng.bits(i) % outputs);
 
-  std::vector<int> widths = {inputs};
-  for (int w : config.model.hidden_sizes) widths.push_back(w);
-  widths.push_back(outputs);
-  double flops = 0.0;  // per rank per step: forward, weight gradients, input gradients (none for layer 0)
-  for (std::size_t l = 0; l + 1 < widths.size(); ++l)
-    flops += 2.0 * batch * widths[l] * widths[l + 1] * (l == 0 ? 2 : 3);
+  const double flops = training_flops(*model, batch);  // per rank per step
 
   // Resident: staged once into slot 0 and reused by every step.
   const StagedBatch resident = compute.device->stage(micro[0], 0);
@@ -130,9 +158,14 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   if (comm_mode != "none") with = time_steps(true);
   if (comm_mode != "on") without = time_steps(false);
   if (comm.rank() == 0) {
-    std::printf("bench mlp: %d-%s-%d, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s, "
+    const std::string shape =
+        layers.empty() ? std::to_string(inputs) + "-" + hidden + "-" + std::to_string(outputs)
+                       : shape_text(sample) + " -> " + layers + " -> " + std::to_string(outputs) + " (" +
+                             std::to_string(model->parameters().total()) + " parameters, " +
+                             std::to_string(static_cast<long long>(flops / batch / 1e6)) + " MFLOP per sample)";
+    std::printf("bench mlp: %s, batch %d per rank, %d rank(s), device %s, precision %s, gradients over %s, "
                 "data %s\n",
-                inputs, hidden.c_str(), outputs, batch, comm.size(), compute.device->describe().c_str(),
+                shape.c_str(), batch, comm.size(), compute.device->describe().c_str(),
                 name_of(compute.device->precision()), compute.transport->name().c_str(), data_mode.c_str());
     std::printf("%-22s %12s %14s %12s\n", "mode", "step ms", "samples/s", "TFLOP/s");
     auto row = [&](const char* mode, double step_s) {

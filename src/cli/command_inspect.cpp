@@ -45,6 +45,12 @@ int inspect_sampler(const std::vector<std::string>& args) {
 int inspect_devices() {
   std::printf("mpiddp %s: CUDA %s, NCCL %s\n", MPIDDP_VERSION, built_with_cuda() ? "yes" : "no",
               built_with_nccl() ? "yes" : "no");
+  if (built_with_cuda()) {
+    // Whether this process can run conv2d on a GPU (cuDNN is opened at run time).
+    const CudnnInfo& cudnn = cudnn_info();
+    if (cudnn.loaded) std::printf("cuDNN yes: %s (%s)\n", cudnn.version.c_str(), cudnn.library.c_str());
+    else std::printf("cuDNN no - %s\n", cudnn.problem.c_str());
+  }
   const CudaProbe probe = probe_cuda();
   std::printf("usable GPUs: %d%s%s\n", probe.count, probe.problem.empty() ? "" : " - ", probe.problem.c_str());
   for (int i = 0; i < probe.count; ++i) {

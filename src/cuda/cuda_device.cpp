@@ -32,6 +32,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   provide<PointwiseOps>(make_pointwise_ops(*this));
   provide<LossOps>(make_loss_ops(*this));
   provide<UpdateOps>(make_update_ops(*this));
+  provide<ConvOps>(make_conv_ops(*this));
+  provide<PoolOps>(make_pool_ops(*this));
+  provide<NormOps>(make_norm_ops(*this));
 }
 
 CudaDevice::~CudaDevice() {

@@ -33,5 +33,6 @@ template class Scratch<float>;
 template class Scratch<double>;
 template class Scratch<int>;
 template class Scratch<__nv_bfloat16>;
+template class Scratch<unsigned char>;  // cuDNN workspaces
 
 }  // namespace mpiddp::cuda

@@ -7,6 +7,7 @@
 
 #include "cpu_families.hpp"
 #include "cpu_plane_sums.hpp"
+#include "mpiddp/device/elementwise.hpp"
 
 namespace mpiddp::cpu {
 namespace {
@@ -38,12 +39,7 @@ class CpuNormOps final : public NormOps {
       double count = 0.0, mean = 0.0, m2 = 0.0;
       for (int r = 0; r < ranks; ++r) {
         const float* m = all + static_cast<std::size_t>(r) * 3 * c;
-        const double n_b = m[ch], mean_b = m[c + ch], m2_b = m[2 * c + ch];
-        if (n_b <= 0) continue;
-        const double total = count + n_b, delta = mean_b - mean;
-        mean += delta * n_b / total;
-        m2 += m2_b + delta * delta * count * n_b / total;
-        count = total;
+        ew::bn_combine(count, mean, m2, m[ch], m[c + ch], m[2 * c + ch]);
       }
       moments[ch] = static_cast<float>(count);
       moments[c + ch] = static_cast<float>(mean);
@@ -56,10 +52,9 @@ class CpuNormOps final : public NormOps {
                        const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
       const double count = moments[ch], mean = moments[g.c + ch], m2 = moments[2 * g.c + ch];
-      const float invstd = static_cast<float>(1.0 / std::sqrt(m2 / count + eps));
-      const double unbiased = count > 1 ? m2 / (count - 1) : 0.0;
-      running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
-      running_var[ch] = static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+      const float invstd = ew::bn_invstd(m2 / count, eps);
+      running_mean[ch] = ew::bn_running(running_mean[ch], momentum, mean);
+      running_var[ch] = ew::bn_running(running_var[ch], momentum, ew::bn_unbiased_variance(m2, count));
       saved[ch] = static_cast<float>(mean);
       saved[g.c + ch] = invstd;
       saved[2 * g.c + ch] = static_cast<float>(count);
@@ -70,7 +65,7 @@ class CpuNormOps final : public NormOps {
   void normalize_eval(const float* x, float* y, const float* weight, const float* bias, const float* running_mean,
                       const float* running_var, float eps, const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
-      const float invstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps));
+      const float invstd = ew::bn_invstd(running_var[ch], eps);
       apply(x, y, ch, g, running_mean[ch], invstd, weight[ch], bias[ch]);
     }
   }
@@ -107,7 +102,7 @@ class CpuNormOps final : public NormOps {
       for (int i = 0; i < g.n; ++i) {
         const std::size_t at = offset(i, ch, g);
         for (int q = 0; q < g.spatial; ++q)
-          dx[at + q] = (dy[at + q] - mean_dy - (x[at + q] - mean) * projection) * scale;
+          dx[at + q] = ew::bn_input_grad(x[at + q], dy[at + q], mean, mean_dy, projection, scale);
       }
     }
   }

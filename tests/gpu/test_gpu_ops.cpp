@@ -18,52 +18,13 @@
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/step.hpp"
+#include "gpu_support.hpp"
 
 #include <mpi.h>
 
 using namespace mpiddp;
+using namespace mpiddp::test;
 
-namespace {
-
-Device& gpu() {
-  static std::unique_ptr<Device> device = make_cuda_device(0);
-  return *device;
-}
-
-std::vector<float> random_values(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  std::vector<float> v(n);
-  CounterRng rng(seed);
-  for (std::size_t i = 0; i < n; ++i) v[i] = (2.0f * rng.uniform(i) - 1.0f) * scale;
-  return v;
-}
-
-// A device copy of host data, and back.
-struct OnGpu {
-  explicit OnGpu(const std::vector<float>& host) : count(host.size()) {
-    data = static_cast<float*>(gpu().allocate(count * sizeof(float)));
-    gpu().copy_to_device(data, host.data(), count * sizeof(float));
-  }
-  explicit OnGpu(std::size_t n) : OnGpu(std::vector<float>(n, 0.0f)) {}
-  ~OnGpu() { gpu().release(data); }
-  std::vector<float> host() const {
-    std::vector<float> v(count);
-    gpu().copy_to_host(v.data(), data, count * sizeof(float));
-    return v;
-  }
-  float* data;
-  std::size_t count;
-};
-
-// True when every |a - b| <= atol + rtol |b| (GPU and CPU libraries round
-// differently: cuBLAS sums in another order, CUDA's erff/tanhf differ by ulps).
-bool close(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::abs(static_cast<double>(a[i]) - b[i]) > atol + rtol * std::abs(static_cast<double>(b[i]))) return false;
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("GPU linear layer matches the CPU in fp32", "[gpu]") {
   const int n = 37, in = 53, out = 29;  // odd sizes: no lucky alignment

@@ -7,6 +7,11 @@ source "$(dirname "$0")/lib.sh"
 cat "$WORK/devices"
 if grep -q "^usable GPUs: [1-9]" "$WORK/devices"; then skip "a GPU is usable here (see gpu_training)"; fi
 grep -q "^usable GPUs: 0 - ." "$WORK/devices" && pass "inspect devices gives the reason" || fail "inspect devices"
+# A CUDA build says whether this process can open cuDNN (it needs no GPU for that), and which one or why not.
+if grep -q "CUDA yes" "$WORK/devices"; then
+  grep -qE "^cuDNN (yes: [0-9]+\.[0-9]+\.[0-9]+ \(/|no - .)" "$WORK/devices" &&
+    pass "inspect devices: $(grep -m1 '^cuDNN' "$WORK/devices")" || fail "inspect devices: no cuDNN line"
+fi
 
 make_blobs_shards "$WORK/train" 600 1 2
 write_ini "$WORK/run.ini" data.train="$WORK/train" model.hidden=16 train.epochs=1 train.eval=false

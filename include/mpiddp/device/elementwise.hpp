@@ -105,5 +105,34 @@ MPIDDP_HD double squared_error_row(const float* y, const float* target, int t, f
   return sum / static_cast<double>(t);
 }
 
+// ---- batch normalisation (PyTorch's BatchNorm / SyncBatchNorm) ----
+// M2 from squares summed around a float `centre` near the mean (so a large mean
+// costs no precision), corrected to the exact mean: sum (x - c)^2 - n (mean - c)^2.
+MPIDDP_HD double bn_corrected_m2(double squares, double count, double mean, float centre) {
+  const double shift = mean - centre;
+  const double m2 = squares - count * shift * shift;
+  return m2 > 0.0 ? m2 : 0.0;
+}
+// Adds batch b's (count, mean, M2) to the running (count, mean, m2): one step of
+// Chan et al.'s pairwise combination, done in rank order.
+MPIDDP_HD void bn_combine(double& count, double& mean, double& m2, double count_b, double mean_b, double m2_b) {
+  if (count_b <= 0) return;
+  const double total = count + count_b, delta = mean_b - mean;
+  mean += delta * count_b / total;
+  m2 += m2_b + delta * delta * count * count_b / total;
+  count = total;
+}
+MPIDDP_HD float bn_invstd(double variance, float eps) { return static_cast<float>(1.0 / sqrt(variance + eps)); }
+// running = (1 - momentum) running + momentum batch (the unbiased variance for running_var).
+MPIDDP_HD float bn_running(float running, float momentum, double batch) {
+  return static_cast<float>((1.0 - momentum) * running + momentum * batch);
+}
+MPIDDP_HD double bn_unbiased_variance(double m2, double count) { return count > 1 ? m2 / (count - 1) : 0.0; }
+// dx from this element and its channel's terms: mean_dy = sum_dy / count,
+// projection = sum_dy_xmu / count * invstd^2, scale = invstd * weight.
+MPIDDP_HD float bn_input_grad(float x, float dy, float mean, float mean_dy, float projection, float scale) {
+  return (dy - mean_dy - (x - mean) * projection) * scale;
+}
+
 }  // namespace ew
 }  // namespace mpiddp

@@ -1,0 +1,91 @@
+// Opens cuDNN at run time (see cudnn_api.hpp): libcudnn.so.<major of the build's
+// headers> from the library path (LD_LIBRARY_PATH, ld.so.cache), else from the
+// folder the build found it in. Its major version must be the build's: the
+// descriptor API's types and enums are only stable within one major version.
+#include <dlfcn.h>
+#include <link.h>
+
+
+#include "cudnn_api.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cuda.hpp"
+
+namespace mpiddp {
+namespace cuda {
+namespace {
+
+struct Loaded {
+  CudnnInfo info;
+  CudnnApi api;
+};
+
+std::string version_text(std::size_t version) {
+  // cuDNN 9 numbers its versions major * 10000 + minor * 100 + patch.
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+void* open_library(const std::string& name, std::string& problem) {
+  // RTLD_LOCAL: its symbols stay out of the global namespace (nothing else needs them).
+  if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+  problem = dlerror();
+  const std::string beside_build = std::string(MPIDDP_CUDNN_BUILD_DIR) + "/" + name;
+  if (void* handle = dlopen(beside_build.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+  return nullptr;
+}
+
+Loaded load() {
+  Loaded out;
+  out.info.built = true;
+  const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+  std::string problem;
+  void* handle = open_library(name, problem);
+  if (!handle) {
+    out.info.problem = "cuDNN not found: " + problem;
+    return out;
+  }
+  // The handle stays open for the life of the process (no dlclose: cuDNN's
+  // sub-libraries and their kernels may still be referenced at exit).
+  if (link_map* map = nullptr; dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) out.info.library = map->l_name;
+#define MPIDDP_CUDNN_RESOLVE(fn)                                                                   \
+  out.api.fn = reinterpret_cast<decltype(out.api.fn)>(dlsym(handle, #fn));                          \
+  if (!out.api.fn) {                                                                               \
+    out.info.problem = out.info.library + " has no " #fn " (an incomplete or foreign cuDNN)";       \
+    return out;                                                                                    \
+  }
+  MPIDDP_CUDNN_FUNCTIONS(MPIDDP_CUDNN_RESOLVE)
+#undef MPIDDP_CUDNN_RESOLVE
+  const std::size_t version = out.api.cudnnGetVersion();
+  out.info.version = version_text(version);
+  if (version / 10000 != CUDNN_MAJOR) {
+    out.info.problem = out.info.library + " is cuDNN " + out.info.version + ", but this mpiddp was built with " +
+                       std::to_string(CUDNN_MAJOR) + ".x";
+    return out;
+  }
+  out.info.loaded = true;
+  return out;
+}
+
+const Loaded& loaded() {
+  static const Loaded instance = load();  // thread-safe, once
+  return instance;
+}
+
+}  // namespace
+
+const CudnnApi& cudnn_api() {
+  const Loaded& l = loaded();
+  if (!l.info.loaded) throw InputError("conv2d on the GPU needs cuDNN: " + l.info.problem);
+  return l.api;
+}
+
+void check(cudnnStatus_t status, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw RuntimeError(std::string("cuDNN: ") + what + ": " + loaded().api.cudnnGetErrorString(status));
+}
+
+}  // namespace cuda
+
+const CudnnInfo& cudnn_info() { return cuda::loaded().info; }
+
+}  // namespace mpiddp
