@@ -11,6 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-2}
+# Ninja where installed (scripts/install-deps.sh installs it): unlike make, it
+# compiles the test programs while the library is still being compiled, so both
+# cores stay busy to the end. Only new build directories take it up; one made
+# earlier keeps its generator, and CMAKE_GENERATOR set by the caller wins.
+if [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
 cmake -S . -B build
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure)
