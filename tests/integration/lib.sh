@@ -17,6 +17,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # retries its socket for 2.25 s at every mpirun before falling back to native
 # anyway. Same credentials, same MPI; only the wait is gone.
 export PMIX_MCA_psec=native
+# When a job fails (MPI_Abort, a rank killed), mpirun sends the ranks SIGCONT,
+# waits 1 s, SIGTERM, waits 1 s, then SIGKILL, sleeping out each second even when
+# every rank has long exited: up to 2 s at each of the many jobs the tests expect
+# to fail. No test looks at what a rank does in those seconds (mpiddp's agreed stop
+# on SIGTERM needs every rank, and one is gone), so end them at once.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
 FAILURES=0
 VERDICT=""       # set by finish and skip; an exit without one is a failure
