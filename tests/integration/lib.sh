@@ -21,8 +21,9 @@ export PMIX_MCA_psec=native
 # waits 1 s, SIGTERM, waits 1 s, then SIGKILL, sleeping out each second even when
 # every rank has long exited: up to 2 s at each of the many jobs the tests expect
 # to fail. No test looks at what a rank does in those seconds (mpiddp's agreed stop
-# on SIGTERM needs every rank, and one is gone), so end them at once.
-export OMPI_MCA_odls_base_sigkill_timeout=0
+# on SIGTERM needs every rank, and one is gone), so end them at once. The sanitizer
+# build keeps Open MPI's 1 s (sanitizers.cmake): a rank's leak check at exit may use it.
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
 FAILURES=0
 VERDICT=""       # set by finish and skip; an exit without one is a failure
