@@ -2,12 +2,12 @@
 # Installs every Debian package mpiddp needs to build, run and test (as root).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-# Toolchain, MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
+# Toolchain (scripts/test.sh builds with Ninja and ccache), MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
 # Catch2, the Fashion-MNIST package, the Python modules the scripts and tests use
 # (h5py, numpy, torch for cross-checks and scripts/to-torch, matplotlib for scripts/plot), and
 # Slurm + munge + iproute2 for the `slurm` tests (a one-node cluster in a netns).
 packages=(
-  g++ make cmake pkg-config
+  g++ make cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libboost-program-options-dev

@@ -11,18 +11,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-2}
-cmake -S . -B build
+# Ninja where installed (scripts/install-deps.sh installs it): unlike make, it
+# compiles the test programs while the library is still being compiled, so both
+# cores stay busy to the end. Only new build directories take it up; one made
+# earlier keeps its generator, and CMAKE_GENERATOR set by the caller wins.
+if [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
+# A compiler cache where installed (install-deps.sh installs ccache): the CPU-only
+# build compiles every source outside src/cuda/ exactly as the default build did
+# (same command line, see CMakeLists.txt), so it takes those objects from the cache.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build "${launcher[@]}"
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure)
 if build/mpiddp inspect devices | grep -q "CUDA yes"; then
   echo "=== the default build has the GPU path: now the CPU-only build ==="
-  cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF
+  cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF "${launcher[@]}"
   cmake --build build-cpu -j"$jobs"
   (cd build-cpu && ctest --output-on-failure -L "unit|mpi" && \
      ctest --output-on-failure -R "test_train_small|test_device_selection|gpu_training")
 fi
 echo "=== the sanitizer build (address,undefined, CPU only) ==="
-cmake -S . -B build-asan -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build-asan -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "${launcher[@]}"
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ctest --output-on-failure -L "unit|mpi" && \
    ctest --output-on-failure -R "^(test_train_small|test_bad_inputs)$")

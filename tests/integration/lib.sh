@@ -12,6 +12,18 @@ MPIDDP_SOURCE_DIR=${MPIDDP_SOURCE_DIR:-$(pwd)}
 TEST_NAME=$(basename "$0")
 # Open MPI as root, with more ranks than cores (the only place the tests set it).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# PMIx's own credentials (psec native) without first asking munged: where munge's
+# socket is left behind by a munged that no longer runs (test_slurm starts one;
+# it may be stopped later), PMIx retries that socket for 2.25 s at every mpirun
+# before falling back to native anyway. Same credentials, same MPI, no wait.
+export PMIX_MCA_psec=native
+# When a job fails (MPI_Abort, a rank killed), mpirun sends the ranks SIGCONT,
+# waits 1 s, SIGTERM, waits 1 s, then SIGKILL, sleeping out each second even when
+# every rank has long exited: up to 2 s at each of the many jobs the tests expect
+# to fail. No test looks at what a rank does in those seconds (mpiddp's agreed stop
+# on SIGTERM needs every rank, and one is gone), so end them at once. The sanitizer
+# build keeps Open MPI's 1 s (sanitizers.cmake): a rank's leak check at exit may use it.
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
 FAILURES=0
 VERDICT=""       # set by finish and skip; an exit without one is a failure

@@ -6,6 +6,8 @@
 # under a timeout, and every wait for a job is bounded generously and fails with
 # a clear line. Skipped where Slurm, root or network namespaces are missing.
 source "$(dirname "$0")/lib.sh"
+# munged runs here, and srun's PMIx server picks the credentials: PMIx as it comes.
+unset PMIX_MCA_psec
 require_root "starts munged, slurmctld and slurmd"
 require_commands slurmctld slurmd munged sbatch srun scancel ip
 ip netns add "mpiddp-probe-$$" 2>"$WORK/netns.err" && ip netns delete "mpiddp-probe-$$" \

@@ -23,14 +23,17 @@ unchanged() {  # NAME DIR SNAPSHOT_FILE
   if snapshot "$2" | cmp -s - "$3"; then pass "$1: nothing in $(basename "$2") changed"
   else fail "$1: $(basename "$2") changed"; diff <(snapshot "$2") "$3" | head -5 >&2 || true; fi
 }
-# set_attr FILE [GROUP/]NAME VALUE: an int64 attribute (float64 if VALUE has a dot).
+# set_attr FILE [GROUP/]NAME VALUE [FILE NAME VALUE...]: an int64 attribute (float64
+# if VALUE has a dot), any number of them in one Python process.
 set_attr() {
   "$PYTHON" - "$@" <<'PY'
 import sys, h5py, numpy as np
-path, name, text = sys.argv[1:]
-group, _, attr = name.rpartition("/")
-with h5py.File(path, "r+") as f:
-    (f[group] if group else f).attrs[attr] = np.float64(text) if "." in text else np.int64(int(text))
+args = sys.argv[1:]
+assert args and len(args) % 3 == 0, args
+for path, name, text in zip(args[0::3], args[1::3], args[2::3]):
+    group, _, attr = name.rpartition("/")
+    with h5py.File(path, "r+") as f:
+        (f[group] if group else f).attrs[attr] = np.float64(text) if "." in text else np.int64(int(text))
 PY
 }
 
@@ -82,29 +85,39 @@ expect_error run-dir-is-a-file 2 "run.dir $WORK/runfile: exists and is not a dir
 
 # ---- 3. checkpoint attributes are input ----
 good=$(ckpt "$WORK/a/checkpoints" 14)   # epoch 1, step 4 of it
-bad_attribute() {  # NAME ATTRIBUTE VALUE EXPECTED
-  cp "$good" "$WORK/$1.h5" && set_attr "$WORK/$1.h5" "$2" "$3"
-  expect_error "$1" 2 "$WORK/$1.h5: attribute '${4:-$2}' is" "${T[@]}" --run.dir "$WORK/x" --resume "$WORK/$1.h5"
-}
-bad_attribute negative-global-step global_step -5
-bad_attribute absurd-global-step global_step 4611686018427387904
-bad_attribute other-global-step global_step 12
-bad_attribute negative-step-in-epoch step_in_epoch -1
-bad_attribute absurd-step-in-epoch step_in_epoch 4611686018427387904
-bad_attribute negative-epoch epoch -1
-bad_attribute absurd-epoch epoch 4611686018427387904
-bad_attribute negative-micro-batches micro_batches -3
-bad_attribute other-micro-batches micro_batches 15
-bad_attribute negative-world-size world_size -2
-bad_attribute zero-dataset-size dataset_size 0
-bad_attribute zero-batch-size batch_size 0
-bad_attribute negative-accumulate accumulate -1
-bad_attribute flag-not-0-or-1 shuffle 7
-bad_attribute too-many-skipped skipped_steps 15
-bad_attribute negative-skipped skipped_steps -1
-bad_attribute optimizer-steps optimizer/step 4611686018427387904
-bad_attribute negative-window-loss log_window_loss -1.0
-bad_attribute window-samples log_window_samples 0.5
+# NAME ATTRIBUTE VALUE: a copy of the good checkpoint with that attribute, refused
+# with a line that names it. Every copy is made first, by one set_attr call.
+bad_attributes=(
+  negative-global-step global_step -5
+  absurd-global-step global_step 4611686018427387904
+  other-global-step global_step 12
+  negative-step-in-epoch step_in_epoch -1
+  absurd-step-in-epoch step_in_epoch 4611686018427387904
+  negative-epoch epoch -1
+  absurd-epoch epoch 4611686018427387904
+  negative-micro-batches micro_batches -3
+  other-micro-batches micro_batches 15
+  negative-world-size world_size -2
+  zero-dataset-size dataset_size 0
+  zero-batch-size batch_size 0
+  negative-accumulate accumulate -1
+  flag-not-0-or-1 shuffle 7
+  too-many-skipped skipped_steps 15
+  negative-skipped skipped_steps -1
+  optimizer-steps optimizer/step 4611686018427387904
+  negative-window-loss log_window_loss -1.0
+  window-samples log_window_samples 0.5
+)
+edits=()
+for ((i = 0; i < ${#bad_attributes[@]}; i += 3)); do
+  cp "$good" "$WORK/${bad_attributes[i]}.h5"
+  edits+=("$WORK/${bad_attributes[i]}.h5" "${bad_attributes[i + 1]}" "${bad_attributes[i + 2]}")
+done
+set_attr "${edits[@]}"
+for ((i = 0; i < ${#bad_attributes[@]}; i += 3)); do
+  name=${bad_attributes[i]} attribute=${bad_attributes[i + 1]}
+  expect_error "$name" 2 "$WORK/$name.h5: attribute '$attribute' is" "${T[@]}" --run.dir "$WORK/x" --resume "$WORK/$name.h5"
+done
 [ -e "$WORK/x" ] && fail "a refused resume created run.dir" || pass "no refused resume created its run.dir"
 # A checkpoint under another step's name would be saved over or pruned as that step.
 cp "$good" "$WORK/renamed" && mkdir -p "$WORK/renamed.d" && mv "$WORK/renamed" "$(ckpt "$WORK/renamed.d" 20)"

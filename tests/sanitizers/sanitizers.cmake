@@ -26,7 +26,11 @@ foreach(test ${mpiddp_sanitized_tests})
   set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
     "ASAN_OPTIONS=${log}:detect_leaks=1:fast_unwind_on_malloc=0"
     "LSAN_OPTIONS=suppressions=${MPIDDP_SANITIZER_DIR}/lsan.supp:print_suppressions=0"
-    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    # Open MPI's own grace before it SIGKILLs the ranks of a failed job (the other
+    # builds' tests use 0, see tests/CMakeLists.txt): a rank that is still running
+    # its leak check at exit keeps the time it had before.
+    "OMPI_MCA_odls_base_sigkill_timeout=1")
   set_property(TEST ${test} APPEND PROPERTY FIXTURES_REQUIRED sanitizer_reports)
 endforeach()
 
