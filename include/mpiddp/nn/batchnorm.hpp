@@ -14,6 +14,7 @@ class BatchNorm final : public Layer {
   BatchNorm(int dims, double eps, double momentum, bool sync)
       : dims_(dims), eps_(eps), momentum_(momentum), sync_(sync) {}
   std::string kind() const override;
+  bool needs_images() const override { return dims_ == 2; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
