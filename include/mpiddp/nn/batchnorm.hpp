@@ -31,11 +31,13 @@ class BatchNorm final : public Layer {
   NormOps& norm() const { return device().ops<NormOps>(); }
   bool across_ranks() const { return sync_ && cross_rank_ && cross_rank_->size() > 1; }
   void on_bind() override;
+  void save_running_statistics(ParameterStore& params, std::size_t samples);
 
   int dims_;
   double eps_, momentum_;
   bool sync_;
   CrossRank* cross_rank_ = nullptr;
+  bool evaluated_ = false;  // the last forward normalised with the running statistics
   std::size_t channels_ = 0, spatial_ = 1;
   std::size_t weight_ = 0, bias_ = 0, running_mean_ = 0, running_var_ = 0, batches_tracked_ = 0;
   ParameterStore* params_ = nullptr;
