@@ -1,6 +1,7 @@
 #include "mpiddp/train/resume.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +32,41 @@ void check_same_sample_order(const std::string& path, const TrainingState& then,
   require_same("train.accumulate", then.accumulate, now.accumulate);
   require_same("data.shuffle", then.shuffle, now.shuffle);
   require_same("data.drop_last", then.drop_last, now.drop_last);
+}
+
+// A layer list as written, without the spaces that do not change it.
+std::string canonical_layer_list(const std::string& text) {
+  std::string out;
+  int depth = 0;
+  bool gap = false;
+  for (char c : text) {
+    const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (space) {
+      gap = gap || depth == 0;
+      continue;
+    }
+    if (gap && !out.empty()) out += ' ';
+    gap = false;
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    out += c;
+  }
+  return out;
+}
+
+// A checkpoint's weights belong to its layer list. Another list may still fit
+// the arrays by name and shape (relu for tanh, avgpool2d for maxpool2d, another
+// stride) and would then go on silently as a different model; one that does not
+// fit would only be refused array by array, without saying why.
+void check_same_layers(const std::string& path, const TrainingState& then, const Config& config) {
+  const auto written = resolved_values(then.config_ini), current = resolved_values(config.resolved_ini);
+  const auto old_layers = written.find("model.layers"), new_layers = current.find("model.layers");
+  if (old_layers == written.end() || new_layers == current.end()) return;  // written before model.layers existed
+  if (canonical_layer_list(old_layers->second) == canonical_layer_list(new_layers->second)) return;
+  auto shown = [](const std::string& list) { return list.empty() ? std::string("empty (the model.hidden MLP)") : "'" + list + "'"; };
+  throw IncompatibleCheckpoint(path + ": written with model.layers " + shown(old_layers->second) + ", this job has " +
+                               shown(new_layers->second) +
+                               "; the checkpoint holds the weights of its own layers, so resume with the same "
+                               "model.layers (or start a new run.dir)");
 }
 
 [[noreturn]] void refuse_position(const std::string& path, const char* attribute, std::int64_t value,
@@ -112,6 +148,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
       // Checked before any array is loaded.
       const auto accept = [&](const TrainingState& then) {
         check_same_sample_order(candidates[i], then, fresh_training_state(config, world, dataset_size));
+        check_same_layers(candidates[i], then, config);
         check_position(candidates[i], then, config, world);
       };
       TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept);

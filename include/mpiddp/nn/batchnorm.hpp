@@ -15,6 +15,7 @@ class BatchNorm final : public Layer {
       : dims_(dims), eps_(eps), momentum_(momentum), sync_(sync) {}
   std::string kind() const override;
   bool needs_images() const override { return dims_ == 2; }
+  std::size_t min_training_batch() const override { return spatial_ == 1 ? 2 : 1; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
