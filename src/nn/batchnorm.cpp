@@ -70,8 +70,9 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   // SyncBatchNorm the other ranks' samples would count, but a rank must not
   // depend on that to be valid.)
   if (x.rows() * spatial_ < 2)
-    throw LayerError("a training batch with 1 value per channel has no variance (choose a train.batch_size that "
-                     "leaves no batch of 1 sample)");
+    throw LayerError(
+        "a training batch with 1 value per channel has no variance (choose a train.batch_size that "
+        "leaves no batch of 1 sample)");
   moments_.resize(3, channels_);
   norm().batch_moments(x.data(), moments_.data(), g);
   if (across_ranks()) {

@@ -62,7 +62,9 @@ void check_same_layers(const std::string& path, const TrainingState& then, const
   const auto old_layers = written.find("model.layers"), new_layers = current.find("model.layers");
   if (old_layers == written.end() || new_layers == current.end()) return;  // written before model.layers existed
   if (canonical_layer_list(old_layers->second) == canonical_layer_list(new_layers->second)) return;
-  auto shown = [](const std::string& list) { return list.empty() ? std::string("empty (the model.hidden MLP)") : "'" + list + "'"; };
+  auto shown = [](const std::string& list) {
+    return list.empty() ? std::string("empty (the model.hidden MLP)") : "'" + list + "'";
+  };
   throw IncompatibleCheckpoint(path + ": written with model.layers " + shown(old_layers->second) + ", this job has " +
                                shown(new_layers->second) +
                                "; the checkpoint holds the weights of its own layers, so resume with the same "

@@ -37,11 +37,10 @@ void check_training_batches(const Sequential& model, const Config& config, std::
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     const auto needed = static_cast<std::int64_t>(model.layers()[i]->min_training_batch());
     if (smallest >= needed) continue;
-    const std::string why = smallest == batch
-                                ? "train.batch_size is " + std::to_string(batch)
-                                : "with " + std::to_string(per_rank) + " samples per rank and train.batch_size " +
-                                      std::to_string(batch) + ", the last batch of every epoch has " +
-                                      std::to_string(smallest);
+    const std::string why = smallest == batch ? "train.batch_size is " + std::to_string(batch)
+                                              : "with " + std::to_string(per_rank) +
+                                                    " samples per rank and train.batch_size " + std::to_string(batch) +
+                                                    ", the last batch of every epoch has " + std::to_string(smallest);
     throw InputError("model.layers: " + layer_position(i) + " " + model.layers()[i]->kind() +
                      ": a training batch needs at least " + std::to_string(needed) +
                      " samples (with 1 value per channel, fewer have no variance), but " + why +

@@ -2,14 +2,14 @@
 // weights that one process gets with batch W*B on the same samples. Each rank
 // also trains the single-process reference itself (on MPI_COMM_SELF), so the
 // comparison needs no files.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "mpiddp/common/random.hpp"
-#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/ddp/transport.hpp"
+#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/step.hpp"
@@ -124,8 +124,9 @@ Data make_images() {
 // transport, as in the trainer (TrainingSession::build_model).
 std::vector<float> train_cnn(Communicator& comm, const Data& data, int batch, bool sync, int steps) {
   ModelConfig mc;
-  mc.layers = "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3) batchnorm2d relu flatten "
-              "linear(16) batchnorm1d relu linear";
+  mc.layers =
+      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3) batchnorm2d relu flatten "
+      "linear(16) batchnorm1d relu linear";
   mc.sync_batchnorm = sync;
   auto model = build_model(mc, Shape{1, 8, 8}, kClasses, 7);
   const auto transport = make_mpi_transport(comm, model->device());

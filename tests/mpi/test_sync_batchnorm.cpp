@@ -65,7 +65,8 @@ TEST_CASE("SyncBatchNorm over unequal batches equals BatchNorm on the concatenat
       // The global batch, the same on every rank; channels with different offsets and spreads.
       Matrix all = random_matrix(total, features, 71 + step, 2.0f);
       for (std::size_t s = 0; s < total; ++s)
-        for (std::size_t f = 0; f < features; ++f) all.data()[s * features + f] += 0.3f * static_cast<float>(f % 3) + step;
+        for (std::size_t f = 0; f < features; ++f)
+          all.data()[s * features + f] += 0.3f * static_cast<float>(f % 3) + step;
       const Matrix dy_all = random_matrix(total, features, 73 + step);
       Matrix x(mine, features), dy(mine, features);
       std::copy(all.data() + first * features, all.data() + (first + mine) * features, x.data());

@@ -54,11 +54,15 @@ const Case kCases[] = {
     {"cnn_train",
      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
      "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0) linear",
-     {1, 12, 12}, 6, true},
+     {1, 12, 12},
+     6,
+     true},
     {"cnn_eval",
      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
      "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0.3) linear",
-     {1, 12, 12}, 6, false},
+     {1, 12, 12},
+     6,
+     false},
 };
 constexpr std::size_t kOutputs = 3;  // classes for a last `linear` without a width
 
@@ -67,7 +71,8 @@ void check(herr_t status, const std::string& what) {
 }
 
 void write_floats(hid_t group, const std::string& name, const float* data, const std::vector<hsize_t>& dims) {
-  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t space =
+      dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   const hid_t set = H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   check(set, name);
   check(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);

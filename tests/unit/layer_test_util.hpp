@@ -14,7 +14,9 @@ namespace mpiddp::test {
 
 // Element (r, c) of any matrix (Matrix::at reads host storage only, and a
 // model's activations live in its device's memory, host memory on the CPU).
-inline float element(const Matrix& m, std::size_t r, std::size_t c) { return m.data()[r * m.cols() + c]; }
+inline float element(const Matrix& m, std::size_t r, std::size_t c) {
+  return m.data()[r * m.cols() + c];
+}
 
 inline Matrix random_matrix(std::size_t rows, std::size_t cols, std::uint64_t seed, float scale = 1.0f) {
   Matrix m(rows, cols);

@@ -43,7 +43,8 @@ TEST_CASE("Conv2d gradients match finite differences", "[nn][conv]") {
     auto model = one_layer(std::make_unique<Conv2d>(c.out_channels, c.kernel, c.stride, c.padding), c.in, 7);
     const Matrix x = random_matrix(3, element_count(c.in), 11);
     // Linear in x and in the weights: central differences are exact up to rounding, so a large step.
-    check_gradients(*model, x, training(), {0.25f, 2e-4, 1e-3}, describe("conv2d", c.in, c.kernel, c.stride, c.padding));
+    check_gradients(*model, x, training(), {0.25f, 2e-4, 1e-3},
+                    describe("conv2d", c.in, c.kernel, c.stride, c.padding));
   }
 }
 
@@ -120,8 +121,9 @@ TEST_CASE("BatchNorm gradients in training mode match finite differences", "[nn]
     // Inputs off zero and of unequal spread per channel.
     Matrix x = random_matrix(c.batch, element_count(c.in), 29, 2.0f);
     for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] += 0.5f;
-    check_gradients(*model, x, training(), {1e-2f, 2e-3, 1e-2},
-                    "batchnorm" + std::to_string(c.dims) + "d on " + shape_text(c.in) + " x " + std::to_string(c.batch));
+    check_gradients(
+        *model, x, training(), {1e-2f, 2e-3, 1e-2},
+        "batchnorm" + std::to_string(c.dims) + "d on " + shape_text(c.in) + " x " + std::to_string(c.batch));
   }
 }
 
@@ -136,8 +138,9 @@ TEST_CASE("Flatten passes values and gradients through unchanged", "[nn]") {
 
 TEST_CASE("a CNN's gradients match finite differences (training mode, dropout on)", "[nn][conv]") {
   ModelConfig config;
-  config.layers = "conv2d(3,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(4,3) batchnorm2d tanh flatten "
-                  "linear(6) gelu dropout(0.25) linear";
+  config.layers =
+      "conv2d(3,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(4,3) batchnorm2d tanh flatten "
+      "linear(6) gelu dropout(0.25) linear";
   auto model = build_model(config, Shape{2, 8, 8}, 3, 37);
   REQUIRE(model->output_shape() == Shape{3});
   const Matrix x = random_matrix(6, 128, 41);
@@ -149,7 +152,8 @@ TEST_CASE("a CNN's gradients match finite differences (training mode, dropout on
   ParameterStore& params = model->parameters();
   const std::vector<float> analytic(params.grads(), params.grads() + params.total());
   auto loss = [&] {
-    return softmax_cross_entropy(model->forward(x, ctx), labels.data(), nullptr).loss_sum / static_cast<double>(x.rows());
+    return softmax_cross_entropy(model->forward(x, ctx), labels.data(), nullptr).loss_sum /
+           static_cast<double>(x.rows());
   };
   const float eps = 1e-3f;
   double worst = 0.0;

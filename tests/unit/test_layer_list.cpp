@@ -65,8 +65,10 @@ TEST_CASE("layer list syntax errors name the position and the problem", "[nn][la
       {"conv2d(3,3)x relu", "layer 1 (layers.0) 'conv2d(3,3)x': text after the closing parenthesis"},
       {"linear(4) conv2d(,3)", "layer 2 (layers.1) 'conv2d(,3)': an empty argument"},
       {"conv2d(3,3,)", "layer 1 (layers.0) 'conv2d(3,3,)': an empty argument"},
-      {"relu relu conv2d(padding=1,3)", "layer 3 (layers.2) 'conv2d(padding=1,3)': positional argument '3' after a key=value"},
-      {"conv2d(3,3,padding=1,padding=2)", "layer 1 (layers.0) 'conv2d(3,3,padding=1,padding=2)': argument 'padding' given twice"},
+      {"relu relu conv2d(padding=1,3)",
+       "layer 3 (layers.2) 'conv2d(padding=1,3)': positional argument '3' after a key=value"},
+      {"conv2d(3,3,padding=1,padding=2)",
+       "layer 1 (layers.0) 'conv2d(3,3,padding=1,padding=2)': argument 'padding' given twice"},
       {"conv2d(3,3,Padding=1)", "'Padding=1' is not key=value"},
       {"conv2d(3,3,padding=)", "'padding=' is not key=value"},
       {"relu block((relu))", "layer 2 (layers.1)"},
@@ -88,24 +90,31 @@ TEST_CASE("bad layers and arguments are refused naming model.layers and the posi
   const Bad cases[] = {
       {"flatten conv3d(4,3) linear", image, "layer 2 (layers.1) 'conv3d(4,3)': unknown layer (known: avgpool2d,"},
       {"conv2d(4) flatten linear", image, "layer 1 (layers.0) 'conv2d(4)': missing argument 'kernel_size'"},
-      {"conv2d(4,three) flatten linear", image, "layer 1 (layers.0) 'conv2d(4,three)': kernel_size 'three' is not a whole number"},
+      {"conv2d(4,three) flatten linear", image,
+       "layer 1 (layers.0) 'conv2d(4,three)': kernel_size 'three' is not a whole number"},
       {"conv2d(0,3) flatten linear", image, "out_channels '0' is not a whole number from 1"},
       {"conv2d(4,3,padding=-1) flatten linear", image, "padding '-1' is not a whole number from 0"},
-      {"conv2d(4,3,1,0,7) flatten linear", image, "takes at most 4 positional argument(s) (out_channels, kernel_size, stride, padding), got 5"},
-      {"conv2d(4,3,dilation=2) flatten linear", image, "unknown argument 'dilation' (it takes out_channels, kernel_size, stride, padding)"},
-      {"flatten relu(inplace=true) linear", image, "layer 2 (layers.1) 'relu(inplace=true)': unknown argument 'inplace' (it takes none)"},
+      {"conv2d(4,3,1,0,7) flatten linear", image,
+       "takes at most 4 positional argument(s) (out_channels, kernel_size, stride, padding), got 5"},
+      {"conv2d(4,3,dilation=2) flatten linear", image,
+       "unknown argument 'dilation' (it takes out_channels, kernel_size, stride, padding)"},
+      {"flatten relu(inplace=true) linear", image,
+       "layer 2 (layers.1) 'relu(inplace=true)': unknown argument 'inplace' (it takes none)"},
       {"flatten dropout(1.5) linear", image, "layer 2 (layers.1) 'dropout(1.5)': p '1.5' is not a number in [0, 1)"},
       {"batchnorm2d(eps=0) flatten linear", image, "layer 1 (layers.0) 'batchnorm2d(eps=0)': eps must be above 0"},
       {"batchnorm2d(momentum=2) flatten linear", image, "momentum '2' is not a number in [0, 1]"},
-      {"flatten linear(0) linear", image, "layer 2 (layers.1) 'linear(0)': out_features '0' is not a whole number from 1"},
+      {"flatten linear(0) linear", image,
+       "layer 2 (layers.1) 'linear(0)': out_features '0' is not a whole number from 1"},
       {"flatten linear relu linear", image, "layer 2 (layers.1) 'linear': missing argument 'out_features'"},
       // Shapes.
       {"conv2d(4,3) flatten linear", Shape{64},
        "layer 1 (layers.0) Conv2d: needs images (channels x height x width), but each sample is 64 flat features"},
       {"conv2d(4,3) flatten linear", Shape{64}, "set model.input_shape = C,H,W"},
       {"linear(64) relu maxpool2d(2) flatten linear", Shape{64}, "layer 3 (layers.2) MaxPool2d: needs images"},
-      {"conv2d(4,9) flatten linear", image, "layer 1 (layers.0) Conv2d: kernel 9 is larger than its input 1x8x8 with padding 0"},
-      {"conv2d(4,3) maxpool2d(7) flatten linear", image, "layer 2 (layers.1) MaxPool2d: kernel 7 is larger than its input 4x6x6"},
+      {"conv2d(4,9) flatten linear", image,
+       "layer 1 (layers.0) Conv2d: kernel 9 is larger than its input 1x8x8 with padding 0"},
+      {"conv2d(4,3) maxpool2d(7) flatten linear", image,
+       "layer 2 (layers.1) MaxPool2d: kernel 7 is larger than its input 4x6x6"},
       {"flatten avgpool2d(2) linear", image,
        "layer 2 (layers.1) AvgPool2d: avgpool2d needs images (channels x height x width), but gets 64 flat features"},
       {"flatten batchnorm2d linear", image, "layer 2 (layers.1) BatchNorm2d: batchnorm2d needs images"},
@@ -125,14 +134,15 @@ TEST_CASE("bad layers and arguments are refused naming model.layers and the posi
 
 TEST_CASE("good layer lists build PyTorch's modules, names and shapes", "[nn][layers]") {
   ModelConfig config;
-  config.layers = "conv2d(8,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(16,5,stride=2,padding=2) "
-                  "avgpool2d(kernel_size=2,stride=1) flatten linear(32) batchnorm1d(eps=1e-3,momentum=0.2) gelu "
-                  "dropout(0.3) linear";
+  config.layers =
+      "conv2d(8,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(16,5,stride=2,padding=2) "
+      "avgpool2d(kernel_size=2,stride=1) flatten linear(32) batchnorm1d(eps=1e-3,momentum=0.2) gelu "
+      "dropout(0.3) linear";
   auto model = build_model(config, Shape{1, 12, 10}, 4, 1);
   const auto& layers = model->layers();
   REQUIRE(layers.size() == 12);
-  const char* kinds[] = {"Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "Conv2d", "AvgPool2d",
-                         "Flatten", "Linear", "BatchNorm1d", "GELU", "Dropout", "Linear"};
+  const char* kinds[] = {"Conv2d",  "BatchNorm2d", "ReLU",        "MaxPool2d", "Conv2d",  "AvgPool2d",
+                         "Flatten", "Linear",      "BatchNorm1d", "GELU",      "Dropout", "Linear"};
   for (std::size_t i = 0; i < layers.size(); ++i) CHECK(layers[i]->kind() == kinds[i]);
   // 1x12x10 -> 8x12x10 -> 8x6x5 -> 16x3x3 -> 16x2x2 -> 64 -> 32 -> 4
   CHECK(model->output_shape() == Shape{4});
