@@ -1,6 +1,8 @@
 #include "mpiddp/nn/batchnorm.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <vector>
 
 namespace mpiddp {
 
@@ -58,6 +60,7 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   const NormGeometry g = geometry(x.rows());
   y.resize(x.rows(), x.cols());
   ParameterStore& p = *params_;
+  evaluated_ = !ctx.training;
   if (!ctx.training) {
     norm().normalize_eval(x.data(), y.data(), p.value(weight_), p.value(bias_), p.buffer(running_mean_),
                           p.buffer(running_var_), static_cast<float>(eps_), g);
@@ -67,8 +70,9 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   // SyncBatchNorm the other ranks' samples would count, but a rank must not
   // depend on that to be valid.)
   if (x.rows() * spatial_ < 2)
-    throw LayerError("a training batch with 1 value per channel has no variance (set data.drop_last = true, "
-                     "or a train.batch_size that leaves no batch of 1 sample)");
+    throw LayerError(
+        "a training batch with 1 value per channel has no variance (choose a train.batch_size that "
+        "leaves no batch of 1 sample)");
   moments_.resize(3, channels_);
   norm().batch_moments(x.data(), moments_.data(), g);
   if (across_ranks()) {
@@ -83,9 +87,30 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   ++p.counter(batches_tracked_);
 }
 
+// After an evaluation forward the output is an affine function of x (the
+// running statistics are constants), and PyTorch's backward is: dx = dy * weight *
+// invstd, dweight = sum(dy * (x - running_mean) * invstd), dbias = sum(dy). The
+// training ops give exactly that from saved statistics taken from the running
+// ones and input sums of zero. Training never needs it, so the host round trip
+// costs nothing there.
+void BatchNorm::save_running_statistics(ParameterStore& p, std::size_t samples) {
+  std::vector<float> mean(channels_), var(channels_), saved(3 * channels_);
+  device().copy_to_host(mean.data(), p.buffer(running_mean_), channels_ * sizeof(float));
+  device().copy_to_host(var.data(), p.buffer(running_var_), channels_ * sizeof(float));
+  for (std::size_t c = 0; c < channels_; ++c) {
+    saved[c] = mean[c];
+    // As normalize_eval computes it.
+    saved[channels_ + c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + static_cast<float>(eps_)));
+    saved[2 * channels_ + c] = static_cast<float>(samples * spatial_);
+  }
+  saved_.resize(3, channels_);
+  device().copy_to_device(saved_.data(), saved.data(), saved.size() * sizeof(float));
+}
+
 void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                          bool accumulate) {
   const NormGeometry g = geometry(x.rows());
+  if (evaluated_) save_running_statistics(params, x.rows());
   sums_.resize(2, channels_);
   norm().backward_sums(x.data(), dy.data(), saved_.data(), sums_.data(), g);
   // Weight and bias gradients come from this rank's batch (DDP averages them);
@@ -93,7 +118,12 @@ void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matri
   norm().backward_params(sums_.data(), saved_.data(), params.grad(weight_), params.grad(bias_), g.c, accumulate);
   if (!dx) return;
   const Matrix* sums = &sums_;
-  if (across_ranks()) {
+  if (evaluated_) {
+    const std::vector<float> zeros(2 * channels_, 0.0f);
+    global_sums_.resize(2, channels_);
+    device().copy_to_device(global_sums_.data(), zeros.data(), zeros.size() * sizeof(float));
+    sums = &global_sums_;
+  } else if (across_ranks()) {
     global_sums_.resize(2, channels_);
     device().copy_within(global_sums_.data(), sums_.data(), sums_.size() * sizeof(float));
     cross_rank_->allreduce_sum_now(global_sums_.data(), global_sums_.size());

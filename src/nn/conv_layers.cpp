@@ -8,11 +8,10 @@ namespace mpiddp {
 
 Shape image_shape(const Shape& in, const char* what) {
   if (in.size() == 3) return in;
-  if (in.size() == 1)
-    throw LayerError(std::string(what) + " needs images (channels x height x width), but each sample is " +
-                     std::to_string(in[0]) +
-                     " flat features: the shards carry no sample_shape; set model.input_shape = C,H,W");
-  throw LayerError(std::string(what) + " needs images (channels x height x width), but gets " + shape_text(in));
+  // Which earlier layer made the data flat (or that the data came flat) is the
+  // model builder's to say: it knows the list and where the input shape came from.
+  throw LayerError(std::string(what) + " needs images (channels x height x width), but gets " +
+                   (in.size() == 1 ? std::to_string(in[0]) + " flat features" : shape_text(in)));
 }
 
 // ---- Conv2d --------------------------------------------------------------------

@@ -114,6 +114,10 @@ std::vector<std::unique_ptr<Layer>> make_layers(const std::vector<LayerCall>& ca
 
 }  // namespace
 
+std::vector<std::unique_ptr<Layer>> build_layers(const std::string& text, std::size_t outputs, bool sync_batchnorm) {
+  return make_layers(parse_layer_list(text), outputs, sync_batchnorm);
+}
+
 std::vector<std::string> known_layer_names() {
   std::vector<std::string> names;
   for (const auto& [name, unused] : registry()) names.push_back(name);
@@ -124,7 +128,16 @@ std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& i
                                         std::uint64_t seed, Device* device) {
   if (model.layers.empty()) return build_mlp(model, element_count(input), outputs, seed, device);
   try {
-    auto layers = make_layers(parse_layer_list(model.layers), outputs, model.sync_batchnorm);
+    auto layers = build_layers(model.layers, outputs, model.sync_batchnorm);
+    // No layer turns flat data into images: on flat samples the first image
+    // layer fails because the input lacks its shape, whatever comes before it.
+    if (input.size() == 1)
+      for (std::size_t i = 0; i < layers.size(); ++i)
+        if (layers[i]->needs_images())
+          throw LayerError(layer_position(i) + " " + layers[i]->kind() +
+                           ": needs images (channels x height x width), but each sample is " +
+                           std::to_string(input[0]) +
+                           " flat features: the shards carry no sample_shape; set model.input_shape = C,H,W");
     // [H, W] images have one channel.
     const Shape shape = input.size() == 2 ? Shape{1, input[0], input[1]} : input;
     auto built = std::make_unique<Sequential>(std::move(layers), shape, seed, device);

@@ -54,14 +54,15 @@ const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
   return *input;
 }
 
-void Sequential::backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready) {
+void Sequential::backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready,
+                          Matrix* input_grad) {
   const Matrix* grad = &grad_output;
   Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t i = layers_.size(); i-- > 0;) {
     TraceSpan span("backward layer", static_cast<int>(i));
     const Matrix& input = i == 0 ? *first_input_ : activations_[i];
     // The network input needs no gradient: skipping it saves the largest GEMM.
-    Matrix* grad_input = i == 0 ? nullptr : buffers[i % 2];
+    Matrix* grad_input = i == 0 ? input_grad : buffers[i % 2];
     layers_[i]->backward(input, activations_[i + 1], *grad, grad_input, params_, accumulate);
     const auto owned = layers_[i]->parameter_indices();
     if (!owned.empty() && on_ready) on_ready(owned);

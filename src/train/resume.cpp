@@ -34,44 +34,56 @@ void check_same_sample_order(const std::string& path, const TrainingState& then,
   require_same("data.drop_last", then.drop_last, now.drop_last);
 }
 
-// The model a checkpoint was written for (its stored input file), against this
-// job's: another layer list's arrays would be refused one by one with a less
-// helpful message (and `auto` would take that for damage).
-// Spelling that does not change the model: spaces inside parentheses, runs of spaces.
-std::string normalized(const std::string& text) {
+// A layer list as written, without the spaces that do not change it.
+std::string canonical_layer_list(const std::string& text) {
   std::string out;
   int depth = 0;
-  bool space = false;
+  bool gap = false;
   for (char c : text) {
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      space = depth == 0 && !out.empty();
+    const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (space) {
+      gap = gap || depth == 0;
       continue;
     }
-    if (space) out += ' ';
-    space = false;
+    if (gap && !out.empty()) out += ' ';
+    gap = false;
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
     out += c;
   }
   return out;
 }
 
-void check_same_model(const std::string& path, const TrainingState& then, const Config& config) {
-  const auto written = resolved_values(then.config_ini);
-  auto value = [&](const char* key) {
-    const auto it = written.find(key);
-    return it == written.end() ? std::string() : it->second;
+// A checkpoint's weights belong to its layer list. Another list may still fit
+// the arrays by name and shape (relu for tanh, avgpool2d for maxpool2d, another
+// stride) and would then go on silently as a different model; one that does not
+// fit would only be refused array by array, without saying why.
+void check_same_layers(const std::string& path, const TrainingState& then, const Config& config) {
+  const auto written = resolved_values(then.config_ini), current = resolved_values(config.resolved_ini);
+  const auto old_layers = written.find("model.layers"), new_layers = current.find("model.layers");
+  if (old_layers == written.end() || new_layers == current.end()) return;  // written before model.layers existed
+  if (canonical_layer_list(old_layers->second) == canonical_layer_list(new_layers->second)) return;
+  auto shown = [](const std::string& list) {
+    return list.empty() ? std::string("empty (the model.hidden MLP)") : "'" + list + "'";
   };
-  const std::string layers = value("model.layers");
-  if (normalized(layers) != normalized(config.model.layers))
-    throw IncompatibleCheckpoint(path + ": written for model.layers = '" + layers + "', this job has '" +
-                                 config.model.layers + "' (a checkpoint of another model)");
+  throw IncompatibleCheckpoint(path + ": written with model.layers " + shown(old_layers->second) + ", this job has " +
+                               shown(new_layers->second) +
+                               "; the checkpoint holds the weights of its own layers, so resume with the same "
+                               "model.layers (or start a new run.dir)");
+}
+
+// The MLP shorthand's widths, when neither run has a layer list: another MLP's
+// arrays would be refused one by one without saying why.
+void check_same_widths(const std::string& path, const TrainingState& then, const Config& config) {
+  const auto written = resolved_values(then.config_ini);
+  const auto layers = written.find("model.layers"), hidden = written.find("model.hidden");
+  if (!config.model.layers.empty() || (layers != written.end() && !layers->second.empty()) || hidden == written.end())
+    return;
   auto widths = [](std::string text) {
     text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
     return text;
   };
-  if (layers.empty() && written.count("model.hidden") && widths(value("model.hidden")) != widths(config.model.hidden))
-    throw IncompatibleCheckpoint(path + ": written for model.hidden = '" + value("model.hidden") + "', this job has '" +
+  if (widths(hidden->second) != widths(config.model.hidden))
+    throw IncompatibleCheckpoint(path + ": written for model.hidden = '" + hidden->second + "', this job has '" +
                                  config.model.hidden + "' (a checkpoint of another model)");
 }
 
@@ -154,8 +166,9 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
       // Checked before any array is loaded.
       const auto accept = [&](const TrainingState& then) {
         check_same_sample_order(candidates[i], then, fresh_training_state(config, world, dataset_size));
+        check_same_layers(candidates[i], then, config);
         check_position(candidates[i], then, config, world);
-        check_same_model(candidates[i], then, config);
+        check_same_widths(candidates[i], then, config);
       };
       TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept);
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),

@@ -26,6 +26,28 @@ int blas_threads_for(const TrainConfig& train, int local_size) {
   return std::max(1, cores / std::max(1, local_size));
 }
 
+// Every epoch ends with the rest of a rank's samples as a smaller batch. One that
+// a layer cannot train on (BatchNorm needs 2 samples when each has one value
+// per channel) would stop every rank mid-epoch, each with its own message:
+// refused here, before anything starts, with the numbers that cause it.
+void check_training_batches(const Sequential& model, const Config& config, std::int64_t dataset_size, int world) {
+  const std::int64_t per_rank = samples_per_rank(dataset_size, world, config.data.drop_last);
+  const std::int64_t batch = config.train.batch_size;
+  const std::int64_t smallest = std::min(batch, per_rank % batch == 0 ? batch : per_rank % batch);
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    const auto needed = static_cast<std::int64_t>(model.layers()[i]->min_training_batch());
+    if (smallest >= needed) continue;
+    const std::string why = smallest == batch ? "train.batch_size is " + std::to_string(batch)
+                                              : "with " + std::to_string(per_rank) +
+                                                    " samples per rank and train.batch_size " + std::to_string(batch) +
+                                                    ", the last batch of every epoch has " + std::to_string(smallest);
+    throw InputError("model.layers: " + layer_position(i) + " " + model.layers()[i]->kind() +
+                     ": a training batch needs at least " + std::to_string(needed) +
+                     " samples (with 1 value per channel, fewer have no variance), but " + why +
+                     "; choose another train.batch_size");
+  }
+}
+
 }  // namespace
 
 StepPlan plan_steps(const Config& config, std::int64_t dataset_size, int world) {
@@ -100,6 +122,7 @@ void TrainingSession::open_data(int ranks_on_node) {
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
+    check_training_batches(*model, config, train_data->size(), comm.size());
     model->set_cross_rank(compute.transport.get());
   });
   reducer = std::make_unique<GradientReducer>(

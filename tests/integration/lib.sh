@@ -208,6 +208,26 @@ make_blobs_shards() {
   "$MPIDDP" shard --format csv --input "$1.csv" --out "$1" --shards "$4" >/dev/null
 }
 
+# make_image_shards DIR ROWS SEED SHARDS: 8x8 one-channel images as CSV rows (64
+# features, label) and HDF5 shards in DIR (CSV in DIR.csv). Class c brightens
+# columns 3c..3c+1 of the noise. CSV carries no image shape: train them with
+# --model.input_shape 1,8,8.
+make_image_shards() {
+  awk -v n="$2" -v seed="$3" 'BEGIN {
+    srand(seed); line = ""
+    for (p = 0; p < 64; p++) line = line "p" p ","
+    print line "label"
+    for (i = 0; i < n; i++) {
+      c = int(rand() * 3); line = ""
+      for (p = 0; p < 64; p++) {
+        col = p % 8; v = rand() + ((col == 3 * c || col == 3 * c + 1) ? 0.2 : 0)
+        line = line sprintf("%.4f,", v)
+      }
+      print line c
+    } }' > "$1.csv"
+  "$MPIDDP" shard --format csv --input "$1.csv" --out "$1" --shards "$4" >/dev/null
+}
+
 # write_ini FILE section.key=value...: an input file, one [section] per key prefix,
 # sections in order of first use.
 write_ini() {

@@ -90,6 +90,53 @@ run_ranks 2 train "$WORK/step.ini" --run.dir "$WORK/from-ckpt" --model.init "$(l
   --train.batch_size 300 > "$WORK/from-ckpt.log" 2>&1 && grep -q "^initial weights: .*ckpt-step-000000001.h5" "$WORK/from-ckpt.log" \
   && pass "a checkpoint as model.init" || fail "a checkpoint as model.init: $(grep error "$WORK/from-ckpt.log")"
 
+# ---- import with BatchNorm: a state_dict with running statistics and num_batches_tracked
+# loads into the matching model.layers model; one training step (batch statistics,
+# running statistics updated) matches PyTorch's ----
+"$PYTHON" - "$WORK" <<'PY' || fail "writing the PyTorch BatchNorm model"
+import sys, torch
+torch.manual_seed(4)
+model = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.BatchNorm1d(12, momentum=0.3), torch.nn.ReLU(),
+                            torch.nn.Linear(12, 3))
+with torch.no_grad():  # not PyTorch's initial values, so that loading them is visible
+    model[1].weight.uniform_(0.5, 1.5); model[1].bias.uniform_(-0.5, 0.5)
+    model[1].running_mean.uniform_(-1, 1); model[1].running_var.uniform_(0.5, 2)
+    model[1].num_batches_tracked.fill_(7)
+torch.save(model.state_dict(), sys.argv[1] + "/bn-init.pt")
+PY
+"$PYTHON" "$SCRIPTS/from-torch" "$WORK/bn-init.pt" "$WORK/bn-init.h5" > "$WORK/bn-from-torch.log" \
+  && grep -q "6 parameter(s), 3 buffer(s)" "$WORK/bn-from-torch.log" && pass "from-torch: $(cat "$WORK/bn-from-torch.log")" \
+  || fail "from-torch with BatchNorm: $(cat "$WORK/bn-from-torch.log")"
+run_ranks 1 train "$WORK/step.ini" --run.dir "$WORK/bn-step" --model.init "$WORK/bn-init.h5" \
+  --model.layers "linear(12) batchnorm1d(momentum=0.3) relu linear" > "$WORK/bn-step.log" 2>&1 \
+  || fail "training from a BatchNorm state_dict exited $?: $(grep error "$WORK/bn-step.log")"
+"$PYTHON" - "$WORK" "$(latest_checkpoint "$WORK/bn-step")" <<'PY' && pass "one step from PyTorch's BatchNorm model = PyTorch's step (params, running statistics, num_batches_tracked)" || fail "the BatchNorm step differs from PyTorch's"
+import glob, sys
+import h5py, numpy as np, torch
+work, ckpt = sys.argv[1], sys.argv[2]
+model = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.BatchNorm1d(12, momentum=0.3), torch.nn.ReLU(),
+                            torch.nn.Linear(12, 3))
+model.load_state_dict(torch.load(work + "/bn-init.pt"), strict=True)
+x, y = [], []
+for path in sorted(glob.glob(work + "/train/*.h5")):
+    with h5py.File(path, "r") as f:
+        x.append(f["features"][...]); y.append(f["labels"][...])
+x, y = torch.from_numpy(np.concatenate(x)), torch.from_numpy(np.concatenate(y)).long()
+opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9, weight_decay=0.01)
+opt.zero_grad()
+torch.nn.functional.cross_entropy(model(x), y).backward()
+opt.step()
+theirs = {"layers." + k: v.numpy() for k, v in model.state_dict().items()}
+with h5py.File(ckpt, "r") as f:
+    ours = {**{n: f["params"][n][...] for n in f["params"]}, **{n: f["buffers"][n][()] for n in f["buffers"]}}
+assert sorted(ours) == sorted(theirs), (sorted(ours), sorted(theirs))
+assert int(ours["layers.1.num_batches_tracked"]) == 8, ours["layers.1.num_batches_tracked"]
+for name, value in theirs.items():
+    diff = np.abs(ours[name] - value).max()
+    print(f"{name}: differs from PyTorch by {diff:.3g}")
+    assert diff <= 2e-6 * max(1.0, np.abs(value).max()), name
+PY
+
 # ---- bad model.init files: one line, exit 2, no hang (2 ranks) ----
 "$PYTHON" - "$WORK" <<'PY' || fail "writing the bad files"
 import sys, h5py, torch
@@ -120,7 +167,8 @@ bad_init no-params "no /params group" "$WORK/no-params.h5"
 bad_init wide "'params/layers.0.weight' is 32x8 but the model's is 12x8" "$WORK/wide.h5"
 bad_init extra "'params/layers.9.weight' is not a parameter of this model" "$WORK/extra.h5"
 bad_init missing "no dataset 'params/layers.2.bias'" "$WORK/missing.h5"
-bad_init norm "is not a buffer of this model" "$WORK/norm.h5"
+# A BatchNorm state_dict into the MLP, which has no layer 1 (it loads into a matching model.layers, above).
+bad_init norm "'params/layers.1." "$WORK/norm.h5"
 
 # The scripts refuse what they cannot convert, in one line.
 "$PYTHON" "$SCRIPTS/to-torch" "$WORK/init.h5" "$WORK/x.pt" > /dev/null 2> "$WORK/to-torch-bad.err" && fail "to-torch took a file without config" \

@@ -2,12 +2,14 @@
 // weights that one process gets with batch W*B on the same samples. Each rank
 // also trains the single-process reference itself (on MPI_COMM_SELF), so the
 // comparison needs no files.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "mpiddp/common/random.hpp"
-#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/data/sampler.hpp"
+#include "mpiddp/ddp/transport.hpp"
+#include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/step.hpp"
@@ -49,12 +51,13 @@ Device* test_device() {
 
 Batch gather(const Data& d, const std::vector<std::int64_t>& indices, std::size_t begin, std::size_t count) {
   REQUIRE(begin + count <= indices.size());
+  const std::size_t features = d.x.cols();
   Batch b;
-  b.features.resize(count, kFeatures);
+  b.features.resize(count, features);
   b.class_ids.resize(count);
   for (std::size_t k = 0; k < count; ++k) {
     const auto s = static_cast<std::size_t>(indices[begin + k]);
-    std::copy(d.x.row(s), d.x.row(s) + kFeatures, b.features.row(k));
+    std::copy(d.x.row(s), d.x.row(s) + features, b.features.row(k));
     b.class_ids[k] = d.y[s];
   }
   return b;
@@ -101,6 +104,61 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
   auto& p = model->parameters();
   p.pull_values();
   return std::vector<float>(p.host_values(), p.host_values() + p.total());
+}
+
+// 8x8 one-channel images; the class is the quadrant with the largest sum.
+Data make_images() {
+  Data d{Matrix(kSamples, 64), std::vector<std::int32_t>(kSamples)};
+  CounterRng rng(101);
+  for (std::size_t i = 0; i < d.x.size(); ++i) d.x.data()[i] = rng.uniform(i);
+  for (std::int64_t s = 0; s < kSamples; ++s) {
+    float sums[4] = {};
+    for (int p = 0; p < 64; ++p) sums[(p / 32) * 2 + (p % 8) / 4] += d.x.at(s, p);
+    d.y[s] = static_cast<std::int32_t>(std::max_element(sums, sums + 4) - sums);
+  }
+  return d;
+}
+
+// A small BatchNorm CNN with SGD; returns the parameters followed by the
+// running statistics. SyncBatchNorm's collectives go through the gradient
+// transport, as in the trainer (TrainingSession::build_model).
+std::vector<float> train_cnn(Communicator& comm, const Data& data, int batch, bool sync, int steps) {
+  ModelConfig mc;
+  mc.layers =
+      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3) batchnorm2d relu flatten "
+      "linear(16) batchnorm1d relu linear";
+  mc.sync_batchnorm = sync;
+  auto model = build_model(mc, Shape{1, 8, 8}, kClasses, 7);
+  const auto transport = make_mpi_transport(comm, model->device());
+  model->set_cross_rank(transport.get());
+  GradientReducer reducer(model->parameters(), comm, 1 << 20, 25 << 20, transport.get());
+  reducer.set_broadcast_buffers(!sync);
+  reducer.synchronize_parameters();
+  OptimConfig oc;
+  oc.name = OptimizerKind::sgd;
+  oc.momentum = 0.9;
+  auto optimizer = make_optimizer(oc, &model->device());
+  SamplerOptions so;
+  so.size = kSamples;
+  so.world = comm.size();
+  so.rank = comm.rank();
+  so.seed = 5;
+  const auto indices = distributed_sampler_indices(so);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<Batch> micro{gather(data, indices, static_cast<std::size_t>(step * batch), batch)};
+    StepInputs in;
+    in.micro_batches = &micro;
+    in.lr = 0.1;
+    in.context.counter = static_cast<std::uint64_t>(step);
+    REQUIRE(forward_backward(*model, reducer, in).finite);
+    optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
+  }
+  auto& p = model->parameters();
+  p.pull_values();
+  p.pull_buffers();
+  std::vector<float> state(p.host_values(), p.host_values() + p.total());
+  state.insert(state.end(), p.host_buffers(), p.host_buffers() + p.buffer_total());
+  return state;
 }
 
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -153,4 +211,19 @@ TEST_CASE("buckets follow reverse registration order and the size caps", "[mpi][
   CHECK(b[2].parameters == std::vector<std::size_t>{1, 0});  // 1024 + 802816 bytes
   for (std::size_t i = 1; i < b.size(); ++i) CHECK(b[i].end == b[i - 1].begin);  // contiguous ranges
   CHECK(b.back().begin == 0);
+}
+
+TEST_CASE("SyncBatchNorm: W ranks x B train a BatchNorm CNN to the weights of one process x W*B", "[mpi][syncbn]") {
+  MpiCommunicator world(MPI_COMM_WORLD), self(MPI_COMM_SELF);
+  const int w = world.size();
+  const Data data = make_images();
+  const int steps = 4;
+  const auto reference = train_cnn(self, data, 64 * w, false, steps);  // one process: BatchNorm sees the whole batch
+  const auto synced = train_cnn(world, data, 64, true, steps);
+  const auto plain = train_cnn(world, data, 64, false, steps);
+  INFO("world " << w);
+  CHECK(relative_difference(reference, synced) <= 1e-5);
+  // The check can fail: per-rank BatchNorm statistics train other weights.
+  CHECK(relative_difference(reference, plain) > 1e-4);
+  CHECK(relative_difference(reference, train_cnn(self, data, 64 * w, false, 0)) > 1e-2);
 }

@@ -14,6 +14,8 @@ class BatchNorm final : public Layer {
   BatchNorm(int dims, double eps, double momentum, bool sync)
       : dims_(dims), eps_(eps), momentum_(momentum), sync_(sync) {}
   std::string kind() const override;
+  bool needs_images() const override { return dims_ == 2; }
+  std::size_t min_training_batch() const override { return spatial_ == 1 ? 2 : 1; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
@@ -30,11 +32,13 @@ class BatchNorm final : public Layer {
   NormOps& norm() const { return device().ops<NormOps>(); }
   bool across_ranks() const { return sync_ && cross_rank_ && cross_rank_->size() > 1; }
   void on_bind() override;
+  void save_running_statistics(ParameterStore& params, std::size_t samples);
 
   int dims_;
   double eps_, momentum_;
   bool sync_;
   CrossRank* cross_rank_ = nullptr;
+  bool evaluated_ = false;  // the last forward normalised with the running statistics
   std::size_t channels_ = 0, spatial_ = 1;
   std::size_t weight_ = 0, bias_ = 0, running_mean_ = 0, running_var_ = 0, batches_tracked_ = 0;
   ParameterStore* params_ = nullptr;

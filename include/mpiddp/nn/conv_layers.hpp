@@ -14,6 +14,7 @@ class Conv2d final : public Layer {
   Conv2d(std::size_t out_channels, int kernel, int stride, int padding)
       : out_c_(out_channels), kernel_(kernel), stride_(stride), padding_(padding) {}
   std::string kind() const override { return "Conv2d"; }
+  bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
@@ -44,6 +45,7 @@ class Pool2d final : public Layer {
   Pool2d(PoolKind kind, int kernel, int stride) : pool_(kind), kernel_(kernel), stride_(stride) {}
   ~Pool2d() override;
   std::string kind() const override { return pool_ == PoolKind::max ? "MaxPool2d" : "AvgPool2d"; }
+  bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore&, const std::string&, const Shape& in) override { in_ = image_shape(in, "pooling"); }

@@ -44,6 +44,11 @@ class Layer {
   // Shape of one output sample for one input sample of shape `in`; throws
   // LayerError when the layer cannot take that input.
   virtual Shape output_shape(const Shape& in) const { return in; }
+  // Whether the layer takes only images {C, H, W} (for the message on flat data).
+  virtual bool needs_images() const { return false; }
+  // The fewest samples a training batch may have (after declare()): BatchNorm
+  // with one value per channel per sample needs 2, to have a variance.
+  virtual std::size_t min_training_batch() const { return 1; }
   // Registers parameters and buffers under `prefix` (e.g. "layers.0"), for inputs of shape `in`.
   virtual void declare(ParameterStore&, const std::string& /*prefix*/, const Shape& /*in*/) {}
   // Writes initial values into the host copies (after ParameterStore::allocate).

@@ -25,6 +25,11 @@ struct LayerCall {
 // naming the call's position on a syntax error.
 std::vector<LayerCall> parse_layer_list(const std::string& text);
 
+// The layers of a list, unconnected (Sequential gives them their shapes); throws
+// LayerError naming the position of an unknown layer or a bad argument. A last
+// `linear` without a width gets `outputs`.
+std::vector<std::unique_ptr<Layer>> build_layers(const std::string& text, std::size_t outputs, bool sync_batchnorm);
+
 // The layer names the registry knows, for messages and --help.
 std::vector<std::string> known_layer_names();
 

@@ -38,7 +38,9 @@ class Sequential {
   // last layer first: the DDP reducer starts bucket reductions from here.
   using GradReadyHook = std::function<void(const std::vector<std::size_t>&)>;
   // dL/d(output) -> parameter gradients; overwrites gradients unless accumulate.
-  void backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready);
+  // dL/d(input) only when input_grad is not null (tests: training never needs it).
+  void backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready,
+                Matrix* input_grad = nullptr);
 
   // One line per layer, like torchinfo: name, module, output shape, parameters.
   std::string describe() const;

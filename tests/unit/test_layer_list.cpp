@@ -1,0 +1,171 @@
+// model.layers: the grammar, the registry's arguments and the shape checks.
+// Every refusal must name the layer's position and what is wrong.
+#include <catch2/catch.hpp>
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/nn/model_builder.hpp"
+
+using namespace mpiddp;
+
+namespace {
+
+// The message build_model throws for `layers` on samples of shape `input` with 3 outputs.
+std::string refusal(const std::string& layers, const Shape& input) {
+  ModelConfig config;
+  config.layers = layers;
+  try {
+    build_model(config, input, 3, 1);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string parse_refusal(const std::string& text) {
+  try {
+    parse_layer_list(text);
+  } catch (const LayerError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("layer lists parse into calls", "[nn][layers]") {
+  const auto calls = parse_layer_list(
+      "  conv2d(32,3,padding=1) batchnorm2d\trelu maxpool2d(2)\n conv2d( 64 , 3 , stride = 2 ) flatten linear(128) "
+      "dropout(0.3) linear  ");
+  REQUIRE(calls.size() == 9);
+  CHECK(calls[0].name == "conv2d");
+  CHECK(calls[0].text == "conv2d(32,3,padding=1)");
+  CHECK(calls[0].positional == std::vector<std::string>{"32", "3"});
+  REQUIRE(calls[0].keywords.size() == 1);
+  CHECK(calls[0].keywords[0] == std::make_pair(std::string("padding"), std::string("1")));
+  CHECK(calls[1].name == "batchnorm2d");
+  CHECK(calls[1].positional.empty());
+  CHECK(calls[2].name == "relu");
+  CHECK(calls[3].positional == std::vector<std::string>{"2"});
+  CHECK(calls[4].positional == std::vector<std::string>{"64", "3"});
+  CHECK(calls[4].keywords[0] == std::make_pair(std::string("stride"), std::string("2")));
+  CHECK(calls[7].positional == std::vector<std::string>{"0.3"});
+  CHECK(calls[8].name == "linear");
+  CHECK(parse_layer_list("relu()").size() == 1);
+}
+
+TEST_CASE("layer list syntax errors name the position and the problem", "[nn][layers]") {
+  struct Bad {
+    const char* text;
+    const char* expected;
+  };
+  const Bad cases[] = {
+      {"relu conv2d(32,3", "layer 2 (layers.1) 'conv2d(32,3': a '(' without its ')'"},
+      {"relu flatten)", "layer 2 (layers.1) 'flatten)': a ')' without its '('"},
+      {"relu Conv2d(3,3)", "layer 2 (layers.1) 'Conv2d(3,3)': 'Conv2d' is not a layer name"},
+      {"conv2d(3,3)x relu", "layer 1 (layers.0) 'conv2d(3,3)x': text after the closing parenthesis"},
+      {"linear(4) conv2d(,3)", "layer 2 (layers.1) 'conv2d(,3)': an empty argument"},
+      {"conv2d(3,3,)", "layer 1 (layers.0) 'conv2d(3,3,)': an empty argument"},
+      {"relu relu conv2d(padding=1,3)",
+       "layer 3 (layers.2) 'conv2d(padding=1,3)': positional argument '3' after a key=value"},
+      {"conv2d(3,3,padding=1,padding=2)",
+       "layer 1 (layers.0) 'conv2d(3,3,padding=1,padding=2)': argument 'padding' given twice"},
+      {"conv2d(3,3,Padding=1)", "'Padding=1' is not key=value"},
+      {"conv2d(3,3,padding=)", "'padding=' is not key=value"},
+      {"relu block((relu))", "layer 2 (layers.1)"},
+      {"   ", "no layers"},
+  };
+  for (const Bad& bad : cases) {
+    INFO("list '" << bad.text << "'");
+    CHECK_THAT(parse_refusal(bad.text), Catch::Contains(bad.expected));
+  }
+}
+
+TEST_CASE("bad layers and arguments are refused naming model.layers and the position", "[nn][layers]") {
+  struct Bad {
+    const char* layers;
+    Shape input;
+    const char* expected;
+  };
+  const Shape image{1, 8, 8};
+  const Bad cases[] = {
+      {"flatten conv3d(4,3) linear", image, "layer 2 (layers.1) 'conv3d(4,3)': unknown layer (known: avgpool2d,"},
+      {"conv2d(4) flatten linear", image, "layer 1 (layers.0) 'conv2d(4)': missing argument 'kernel_size'"},
+      {"conv2d(4,three) flatten linear", image,
+       "layer 1 (layers.0) 'conv2d(4,three)': kernel_size 'three' is not a whole number"},
+      {"conv2d(0,3) flatten linear", image, "out_channels '0' is not a whole number from 1"},
+      {"conv2d(4,3,padding=-1) flatten linear", image, "padding '-1' is not a whole number from 0"},
+      {"conv2d(4,3,1,0,7) flatten linear", image,
+       "takes at most 4 positional argument(s) (out_channels, kernel_size, stride, padding), got 5"},
+      {"conv2d(4,3,dilation=2) flatten linear", image,
+       "unknown argument 'dilation' (it takes out_channels, kernel_size, stride, padding)"},
+      {"flatten relu(inplace=true) linear", image,
+       "layer 2 (layers.1) 'relu(inplace=true)': unknown argument 'inplace' (it takes none)"},
+      {"flatten dropout(1.5) linear", image, "layer 2 (layers.1) 'dropout(1.5)': p '1.5' is not a number in [0, 1)"},
+      {"batchnorm2d(eps=0) flatten linear", image, "layer 1 (layers.0) 'batchnorm2d(eps=0)': eps must be above 0"},
+      {"batchnorm2d(momentum=2) flatten linear", image, "momentum '2' is not a number in [0, 1]"},
+      {"flatten linear(0) linear", image,
+       "layer 2 (layers.1) 'linear(0)': out_features '0' is not a whole number from 1"},
+      {"flatten linear relu linear", image, "layer 2 (layers.1) 'linear': missing argument 'out_features'"},
+      // Shapes.
+      {"conv2d(4,3) flatten linear", Shape{64},
+       "layer 1 (layers.0) Conv2d: needs images (channels x height x width), but each sample is 64 flat features"},
+      {"conv2d(4,3) flatten linear", Shape{64}, "set model.input_shape = C,H,W"},
+      {"linear(64) relu maxpool2d(2) flatten linear", Shape{64}, "layer 3 (layers.2) MaxPool2d: needs images"},
+      {"conv2d(4,9) flatten linear", image,
+       "layer 1 (layers.0) Conv2d: kernel 9 is larger than its input 1x8x8 with padding 0"},
+      {"conv2d(4,3) maxpool2d(7) flatten linear", image,
+       "layer 2 (layers.1) MaxPool2d: kernel 7 is larger than its input 4x6x6"},
+      {"flatten avgpool2d(2) linear", image,
+       "layer 2 (layers.1) AvgPool2d: avgpool2d needs images (channels x height x width), but gets 64 flat features"},
+      {"flatten batchnorm2d linear", image, "layer 2 (layers.1) BatchNorm2d: batchnorm2d needs images"},
+      {"batchnorm1d flatten linear", image, "layer 1 (layers.0) BatchNorm1d: batchnorm1d needs features"},
+      {"conv2d(4,3) relu", image, "the last layer gives 4x6x6 per sample, but the loss needs 3"},
+      {"flatten linear(5)", image, "the last layer gives 5 per sample, but the loss needs 3"},
+  };
+  for (const Bad& bad : cases) {
+    INFO("model.layers = '" << bad.layers << "' on " << shape_text(bad.input));
+    const std::string text = refusal(bad.layers, bad.input);
+    CHECK_THAT(text, Catch::StartsWith("model.layers: "));
+    CHECK_THAT(text, Catch::Contains(bad.expected));
+    // Only data that comes flat needs model.input_shape, not data a flatten made flat.
+    if (bad.input.size() == 3) CHECK_THAT(text, !Catch::Contains("input_shape"));
+  }
+}
+
+TEST_CASE("good layer lists build PyTorch's modules, names and shapes", "[nn][layers]") {
+  ModelConfig config;
+  config.layers =
+      "conv2d(8,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(16,5,stride=2,padding=2) "
+      "avgpool2d(kernel_size=2,stride=1) flatten linear(32) batchnorm1d(eps=1e-3,momentum=0.2) gelu "
+      "dropout(0.3) linear";
+  auto model = build_model(config, Shape{1, 12, 10}, 4, 1);
+  const auto& layers = model->layers();
+  REQUIRE(layers.size() == 12);
+  const char* kinds[] = {"Conv2d",  "BatchNorm2d", "ReLU",        "MaxPool2d", "Conv2d",  "AvgPool2d",
+                         "Flatten", "Linear",      "BatchNorm1d", "GELU",      "Dropout", "Linear"};
+  for (std::size_t i = 0; i < layers.size(); ++i) CHECK(layers[i]->kind() == kinds[i]);
+  // 1x12x10 -> 8x12x10 -> 8x6x5 -> 16x3x3 -> 16x2x2 -> 64 -> 32 -> 4
+  CHECK(model->output_shape() == Shape{4});
+  const ParameterStore& p = model->parameters();
+  std::vector<std::string> names;
+  for (const auto& param : p.list()) names.push_back(param.name + " " + shape_text(param.shape));
+  CHECK(names == std::vector<std::string>{"layers.0.weight 8x1x3x3", "layers.0.bias 8", "layers.1.weight 8",
+                                          "layers.1.bias 8", "layers.4.weight 16x8x5x5", "layers.4.bias 16",
+                                          "layers.7.weight 32x64", "layers.7.bias 32", "layers.8.weight 32",
+                                          "layers.8.bias 32", "layers.11.weight 4x32", "layers.11.bias 4"});
+  std::vector<std::string> buffers;
+  for (const auto& b : p.buffer_list()) buffers.push_back(b.name);
+  CHECK(buffers == std::vector<std::string>{"layers.1.running_mean", "layers.1.running_var", "layers.8.running_mean",
+                                            "layers.8.running_var"});
+  CHECK(p.counter_names() == std::vector<std::string>{"layers.1.num_batches_tracked", "layers.8.num_batches_tracked"});
+  CHECK(layers[4]->arguments() == "8, 16, kernel_size=5, stride=2, padding=2");
+  CHECK(layers[8]->arguments() == "32, eps=0.001, momentum=0.2");
+  // With sync_batchnorm every BatchNorm is a SyncBatchNorm.
+  config.sync_batchnorm = true;
+  auto synced = build_model(config, Shape{1, 12, 10}, 4, 1);
+  CHECK(synced->layers()[1]->kind() == "SyncBatchNorm");
+  CHECK(synced->layers()[8]->kind() == "SyncBatchNorm");
+  // [H, W] samples are images of one channel.
+  config.layers = "conv2d(2,3) flatten linear";
+  CHECK(build_model(config, Shape{5, 6}, 3, 1)->parameters().list()[0].shape == Shape{2, 1, 3, 3});
+}
