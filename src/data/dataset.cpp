@@ -167,18 +167,6 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
   }
   if (first) {
     feature_dim_ = fdims[1];
-    sample_shape_.clear();
-    if (h5::has_attribute(shard.features.get(), "sample_shape")) {
-      std::size_t count = 1;
-      for (std::int64_t d : h5::read_int_array_attribute(shard.features.get(), "sample_shape", fwhere)) {
-        if (d < 1) throw InputError(fwhere + ": attribute sample_shape has a size " + std::to_string(d) + " below 1");
-        sample_shape_.push_back(static_cast<std::size_t>(d));
-        count *= static_cast<std::size_t>(d);
-      }
-      if (count != feature_dim_)
-        throw InputError(fwhere + ": attribute sample_shape has " + std::to_string(count) + " elements, but samples have " +
-                         std::to_string(feature_dim_) + " features");
-    }
     stored_uint8_ = u8;
     scale_ = scale;
     target_dim_ = tdim;
