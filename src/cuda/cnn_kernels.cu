@@ -5,21 +5,11 @@
 // of the channel's elements in double, then a fixed tree joins the threads.
 #include "check.hpp"
 #include "cnn_kernels.hpp"
+#include "launch.cuh"
 #include "mpiddp/device/elementwise.hpp"
 
 namespace mpiddp::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(std::size_t n) {
-  const std::size_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
-
-#define MPIDDP_GRID_STRIDE(i, n) \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
 // ---- pooling: one thread per output (forward) or per input element (backward) ----
 

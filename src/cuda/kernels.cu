@@ -6,20 +6,10 @@
 
 #include "check.hpp"
 #include "kernels.hpp"
+#include "launch.cuh"
 
 namespace mpiddp::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(std::size_t n) {
-  const std::size_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
-
-#define MPIDDP_GRID_STRIDE(i, n) \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
 __global__ void broadcast_rows_kernel(const float* bias, float* y, int n, int out) {
   MPIDDP_GRID_STRIDE(i, static_cast<std::size_t>(n) * out) y[i] = bias[i % out];
