@@ -19,6 +19,7 @@ constexpr std::size_t kColumnBudget = std::size_t{1} << 24;  // 64 MiB
 
 struct ConvScratch final : LayerScratch {
   std::vector<float> columns;     // [K][samples * positions] of the chunk
+  std::vector<float> product;     // the forward product, [out_c][samples * positions], before NCHW
   std::vector<float> grad_out;    // dy as [out_c][samples * positions]
   std::vector<float> grad_cols;   // dcolumns, same layout as columns
   const float* columns_of = nullptr;  // the input whose whole-batch columns are kept
@@ -90,18 +91,17 @@ class CpuConvOps final : public ConvOps {
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
     const Plan p(g);
-    std::vector<float> product;
     for (int first = 0; first < g.n; first += p.per_chunk) {
       const int count = std::min(p.per_chunk, g.n - first);
       const std::size_t width = static_cast<std::size_t>(count) * p.positions;
       fill_columns(x, g, p, first, count, s.columns);
-      product.resize(static_cast<std::size_t>(g.out_c) * width);
+      s.product.resize(static_cast<std::size_t>(g.out_c) * width);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.out_c, static_cast<int>(width), p.rows, 1.0f, weight,
-                  p.rows, s.columns.data(), static_cast<int>(width), 0.0f, product.data(), static_cast<int>(width));
+                  p.rows, s.columns.data(), static_cast<int>(width), 0.0f, s.product.data(), static_cast<int>(width));
       // [out_c][samples * positions] -> NCHW, adding the bias.
       for (int i = 0; i < count; ++i)
         for (int oc = 0; oc < g.out_c; ++oc) {
-          const float* from = product.data() + static_cast<std::size_t>(oc) * width + static_cast<std::size_t>(i) * p.positions;
+          const float* from = s.product.data() + static_cast<std::size_t>(oc) * width + static_cast<std::size_t>(i) * p.positions;
           float* to = y + (static_cast<std::size_t>(first + i) * g.out_c + oc) * p.positions;
           const float b = bias[oc];
           for (int q = 0; q < p.positions; ++q) to[q] = from[q] + b;
