@@ -70,6 +70,13 @@ int command_bench_conv(const std::vector<std::string>& args) {
       g.kh > g.h + 2 * g.padding || g.n > 65536 || g.c > 65536 || g.h > 65536 || g.out_c > 65536)
     throw InputError("bench conv: sizes must be positive (padding >= 0), the kernel at most the padded input");
   if (!(seconds > 0.0 && seconds <= 3600.0)) throw InputError("--seconds must be in (0, 3600]");
+  // Input, output (twice each, with their gradients) and the im2col columns, in
+  // floats, counted in double so absurd sizes cannot wrap around.
+  const double floats = 2.0 * g.n * g.c * g.h * g.w + 3.0 * g.n * g.out_c * g.out_h() * g.out_w() +
+                        2.0 * g.c * g.kh * g.kw * g.n * g.out_h() * g.out_w();
+  if (floats * 4.0 > 16.0 * (1u << 30))
+    throw InputError("bench conv: these sizes need about " + std::to_string(static_cast<long long>(floats * 4.0 / (1u << 30))) +
+                     " GiB; at most 16 GiB");
   cpu::set_blas_threads(threads);
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;

@@ -141,6 +141,8 @@ expect_input_error bench-batch-negative 1 "--batch must be at least 1, got -1" b
 expect_input_error bench-batch-huge 1 "bench gemm: 784 features with model.hidden = '256,128' and train.batch_size = 2000000000 need about" \
   bench gemm --batch 2000000000
 expect_input_error bench-seconds-nan 1 "--seconds must be in (0, 3600], got nan" bench gemm --seconds nan
+expect_input_error bench-conv-kernel 1 "bench conv: sizes must be positive" bench conv --kernel 40 --size 14
+expect_input_error bench-conv-huge 1 "bench conv: these sizes need about" bench conv --batch 65536 --channels 4096 --size 4096
 expect_input_error bench-mlp-steps 2 "--steps must be at least 1" bench mlp --steps 0
 expect_input_error bench-mlp-huge 2 "bench mlp: 784 features" bench mlp --batch 2000000000
 
