@@ -117,6 +117,19 @@ TEST_CASE("rules between keys, each refused with the file and the key", "[config
   CHECK(error_of(base, {"--train.device", "cuda", "--dist.backend", "nccl"}).empty());
 }
 
+TEST_CASE("model.input_shape parses C,H,W and refuses what is not a shape; model.dropout is the MLP's", "[config]") {
+  const std::string base = "[data]\ntrain = x\n";
+  CHECK(load_config("", {"--data.train", "x", "--model.input_shape", "3, 32,32"}).model.input_dims ==
+        std::vector<std::size_t>{3, 32, 32});
+  CHECK_THAT(error_of(base, {"--model.input_shape", "1,x,28"}),
+             Catch::EndsWith("key 'model.input_shape': 'x' is not a positive size (write C,H,W, e.g. 1,28,28)"));
+  CHECK_THAT(error_of(base, {"--model.input_shape", "1,0,28"}), Catch::Contains("'0' is not a positive size"));
+  CHECK_THAT(error_of(base, {"--model.input_shape", "1,2,3,4"}),
+             Catch::EndsWith("key 'model.input_shape': has 4 sizes; at most 3 (C,H,W)"));
+  CHECK_THAT(error_of(base, {"--model.layers", "flatten linear", "--model.dropout", "0.2"}),
+             Catch::Contains("key 'model.dropout': applies to the model.hidden MLP only"));
+}
+
 TEST_CASE("the resolved input file reads back as section.key values", "[config]") {
   const std::string path = write_ini("[data]\ntrain = /x\n");
   const Config config = load_config(path, {"--optim.lr", "0.2"});
