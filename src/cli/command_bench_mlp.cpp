@@ -28,6 +28,11 @@ class NoTransport final : public GradientTransport {
   std::string name() const override { return "none"; }
   int size() const override { return 1; }
   std::unique_ptr<PendingReduction> start(std::size_t, float*, std::size_t, bool) override { return nullptr; }
+  std::unique_ptr<PendingReduction> start_reduce_scatter(std::size_t, float*, const std::vector<std::size_t>&,
+                                                          bool) override {
+    return nullptr;
+  }
+  void allgather_shards(float*, const std::vector<std::size_t>&) override {}
   // One rank: every collective leaves the data as it is.
   void allgather_now(const float*, float*, std::size_t) override {
     throw std::logic_error("bench mlp has no layer that gathers across ranks");

@@ -240,6 +240,8 @@ void describe(Schema& s, Config& c) {
   s.add("ddp.first_bucket_mb", &c.ddp.first_bucket_mb, "first gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
   s.add("ddp.bucket_mb", &c.ddp.bucket_mb, "later gradient bucket cap (MiB)", above_up_to(0, kMaxBucketMiB));
   s.add("ddp.allreduce_dtype", &c.ddp.allreduce_dtype, "{} (bf16: dist.backend = nccl)");
+  s.add("ddp.zero_stage", &c.ddp.zero_stage,
+        "0 = every rank keeps the full optimizer state, 1 = each rank keeps 1/world of it (ZeRO stage 1)", between(0, 1));
   s.add("dist.backend", &c.dist.backend, "{} (auto: nccl on GPUs when built with it)");
   s.add("dist.timeout_s", &c.dist.timeout_s, "collective timeout in seconds, 0 = none", between(0, kMaxSeconds));
   s.add("run.dir", &c.run.dir, "output directory");

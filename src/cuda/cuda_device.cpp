@@ -66,11 +66,13 @@ void CudaDevice::set_precision(Precision p) {
 void* CudaDevice::allocate(std::size_t bytes) {
   void* data = nullptr;
   if (bytes) check(cudaMalloc(&data, bytes), "cudaMalloc");
+  allocations_.added(data, bytes);
   return data;
 }
 
 void CudaDevice::release(void* data) {
   if (!data || unwinding()) return;  // the error path leaves memory to the process's end
+  allocations_.removed(data);
   // Kernels or copies in flight may still use it: wait for both streams first
   // (a destructor may call this, so it never throws).
   drain(compute_, "waiting for the GPU before freeing memory");

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "mpiddp/device/allocation_tracker.hpp"
 #include "mpiddp/device/device.hpp"
 #include "mpiddp/device/matrix.hpp"
 #include "scratch.hpp"
@@ -41,6 +42,7 @@ class CudaDevice final : public Device {
 
   void* allocate(std::size_t bytes) override;
   void release(void* data) override;
+  std::uint64_t peak_allocated_bytes() const override { return allocations_.peak(); }
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   void copy_to_device(void* device, const void* host, std::size_t bytes) override;
   void copy_within(void* to, const void* from, std::size_t bytes) override;
@@ -50,6 +52,7 @@ class CudaDevice final : public Device {
   void done_with_stage(int slot) override;
 
  private:
+  AllocationTracker allocations_;
   struct Slot {
     Matrix features;
     Scratch<std::int32_t> labels;

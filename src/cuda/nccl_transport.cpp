@@ -101,6 +101,64 @@ class NcclTransport final : public GradientTransport {
     return std::make_unique<Reduced>(device_.compute_stream(), b.done);
   }
 
+  // ZeRO stage 1: one ncclReduce per owner of a piece of the bucket, grouped so
+  // that NCCL runs them as one collective. Buckets do not line up with the
+  // shards, so the pieces differ in size and ncclReduceScatter (equal counts)
+  // would need buckets padded to shard boundaries; the grouped reduces move the
+  // same bytes without padding. Ordered on the communication stream like start().
+  std::unique_ptr<PendingReduction> start_reduce_scatter(std::size_t bucket, float* data,
+                                                          const std::vector<std::size_t>& pieces, bool) override {
+    std::size_t count = 0;
+    for (std::size_t n : pieces) count += n;
+    BucketState& b = state_of(bucket, count);
+    cuda::check(cudaEventRecord(b.ready, device_.compute_stream()), "cudaEventRecord (bucket ready)");
+    cuda::check(cudaStreamWaitEvent(stream_, b.ready, 0), "cudaStreamWaitEvent (bucket ready)");
+    Watchdog::Scope scope("ncclReduce group (the first one connects the ranks)");
+    if (bf16_) cuda::to_bf16(data, b.bf16, count, stream_);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    std::size_t offset = 0, mine_offset = 0;
+    for (std::size_t r = 0; r < pieces.size(); ++r) {
+      if (static_cast<int>(r) == rank_) mine_offset = offset;
+      if (pieces[r] == 0) continue;
+      const int root = static_cast<int>(r);
+      ncclResult_t status = bf16_ ? ncclReduce(b.bf16 + offset, b.bf16 + offset, pieces[r], ncclBfloat16, ncclSum,
+                                               root, comm_, stream_)
+                                  : ncclReduce(data + offset, data + offset, pieces[r], ncclFloat32, ncclSum, root,
+                                               comm_, stream_);
+      if (status != ncclSuccess) {
+        ncclGroupEnd();
+        check_nccl(status, "ncclReduce (bucket piece)");
+      }
+      offset += pieces[r];
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd (bucket reduce-scatter)");
+    const std::size_t mine = pieces[static_cast<std::size_t>(rank_)];
+    if (bf16_ && mine) cuda::from_bf16(b.bf16 + mine_offset, data + mine_offset, mine, stream_);
+    cuda::check(cudaEventRecord(b.done, stream_), "cudaEventRecord (bucket reduced)");
+    return std::make_unique<Reduced>(device_.compute_stream(), b.done);
+  }
+
+  // The updated shards to every rank: one ncclBroadcast per owner, grouped (the
+  // last shards are shorter than the others, and ncclAllGather needs equal
+  // counts: it would need the flat buffer padded to world x shard).
+  void allgather_shards(float* data, const std::vector<std::size_t>& counts) override {
+    in_stream_order("ncclBroadcast group (parameter shards)", [&] {
+      ncclResult_t status = ncclGroupStart();
+      if (status != ncclSuccess) return status;
+      std::size_t offset = 0;
+      for (std::size_t r = 0; r < counts.size(); ++r) {
+        if (counts[r] == 0) continue;
+        status = ncclBroadcast(data + offset, data + offset, counts[r], ncclFloat32, static_cast<int>(r), comm_, stream_);
+        if (status != ncclSuccess) {
+          ncclGroupEnd();
+          return status;
+        }
+        offset += counts[r];
+      }
+      return ncclGroupEnd();
+    });
+  }
+
   // The layers' collectives (SyncBatchNorm statistics, the buffer broadcast): on
   // the communication stream too, so they keep their place among the buckets'
   // all-reduces on the one communicator, with the compute stream ordered around them.

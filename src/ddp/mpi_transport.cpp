@@ -32,6 +32,39 @@ class MpiTransport final : public GradientTransport {
     return std::make_unique<Staged>(comm_.start_allreduce_sum(host.data(), count), device_, data, host.data(), count);
   }
 
+  std::unique_ptr<PendingReduction> start_reduce_scatter(std::size_t bucket, float* data,
+                                                          const std::vector<std::size_t>& pieces, bool last) override {
+    if (device_.is_host()) {
+      if (!last) return comm_.start_reduce_scatter_sum(data, pieces);
+      comm_.reduce_scatter_sum(data, pieces);  // nothing left to overlap (as for start)
+      return nullptr;
+    }
+    // Device memory: the bucket goes through the host; only this rank's piece comes back.
+    std::size_t count = 0, offset = 0;
+    for (std::size_t r = 0; r < pieces.size(); ++r) {
+      if (static_cast<int>(r) < comm_.rank()) offset += pieces[r];
+      count += pieces[r];
+    }
+    const std::size_t mine = pieces[static_cast<std::size_t>(comm_.rank())];
+    if (staging_.size() <= bucket) staging_.resize(bucket + 1);
+    std::vector<float>& host = staging_[bucket];
+    host.resize(count);
+    device_.copy_to_host(host.data(), data, count * sizeof(float));
+    if (last) {
+      comm_.reduce_scatter_sum(host.data(), pieces);
+      device_.copy_to_device(data + offset, host.data() + offset, mine * sizeof(float));
+      return nullptr;
+    }
+    return std::make_unique<Staged>(comm_.start_reduce_scatter_sum(host.data(), pieces), device_, data + offset,
+                                    host.data() + offset, mine);
+  }
+
+  void allgather_shards(float* data, const std::vector<std::size_t>& counts) override {
+    std::size_t total = 0;
+    for (std::size_t c : counts) total += c;
+    through_host(data, total, [&](float* host) { comm_.allgather_in_place(host, counts); });
+  }
+
   void allgather_now(const float* send, float* recv, std::size_t count) override {
     if (device_.is_host()) return comm_.allgather(send, count * sizeof(float), recv);
     std::vector<float> mine(count), all(count * static_cast<std::size_t>(comm_.size()));

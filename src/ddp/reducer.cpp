@@ -12,6 +12,7 @@ GradientReducer::GradientReducer(ParameterStore& params, Communicator& comm, std
       comm_(comm),
       owned_transport_(transport ? nullptr : make_mpi_transport(comm, params.device())),
       transport_(transport ? transport : owned_transport_.get()),
+      shards_(ShardLayout::of(params.total(), 1, 0)),
       bucket_of_(params.list().size()) {
   const auto& list = params.list();
   std::size_t cap = first_bucket_bytes;
@@ -33,6 +34,30 @@ GradientReducer::GradientReducer(ParameterStore& params, Communicator& comm, std
     }
   }
   if (!current.parameters.empty()) buckets_.push_back(std::move(current));
+}
+
+void GradientReducer::set_zero_stage(int stage) {
+  if (stage < 0 || stage > 1) throw InputError("ddp.zero_stage must be 0 or 1, got " + std::to_string(stage));
+  zero_stage_ = stage;
+  const bool sharded = stage == 1 && transport_->size() > 1;
+  shards_ = sharded ? ShardLayout::of(params_.total(), transport_->size(), comm_.rank())
+                    : ShardLayout::of(params_.total(), 1, 0);
+}
+
+bool GradientReducer::all_ranks(bool mine) {
+  if (shards_.world == 1) return mine;
+  return comm_.allreduce_min(mine ? 1 : 0) == 1;
+}
+
+void GradientReducer::update(Optimizer& optimizer, double lr) {
+  const std::size_t begin = shards_.begin();
+  {
+    TraceSpan span("optimizer");
+    optimizer.step(params_.values() + begin, params_.grads() + begin, shards_.count(), lr);
+  }
+  if (shards_.world == 1) return;
+  TraceSpan span("parameter all-gather");
+  transport_->allgather_shards(params_.values(), shards_.counts());
 }
 
 void GradientReducer::synchronize_parameters() {
@@ -95,7 +120,8 @@ void GradientReducer::launch_ready_buckets() {
     const auto start = std::chrono::steady_clock::now();
     Tracer* tracer = active_tracer();
     if (tracer) b.launch_us = Tracer::now_us();
-    b.pending = transport_->start(index, data, count, last);
+    b.pending = shards_.world > 1 ? transport_->start_reduce_scatter(index, data, shards_.pieces(b.begin, b.end), last)
+                                  : transport_->start(index, data, count, last);
     // A blocking transfer returns no pending reduction: it completed just now.
     if (tracer && !b.pending) trace_bucket(*tracer, index, Tracer::now_us());
     // A blocking transfer (the last bucket over MPI) is time spent waiting.

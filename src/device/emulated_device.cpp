@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "mpiddp/device/allocation_tracker.hpp"
 #include "mpiddp/device/batch.hpp"
 #include "mpiddp/device/cpu_device.hpp"
 #include "mpiddp/device/matrix.hpp"
@@ -31,8 +32,14 @@ class EmulatedDevice final : public CpuDevice {
   void* allocate(std::size_t bytes) override {
     auto* data = static_cast<float*>(CpuDevice::allocate(bytes));
     std::fill(data, data + bytes / sizeof(float), std::numeric_limits<float>::quiet_NaN());
+    allocations_.added(data, bytes);
     return data;
   }
+  void release(void* data) override {
+    allocations_.removed(data);
+    CpuDevice::release(data);
+  }
+  std::uint64_t peak_allocated_bytes() const override { return allocations_.peak(); }
 
   // Copies into the slot's own memory, like the CUDA device's pinned slots.
   StagedBatch stage(const Batch& batch, int slot) override {
@@ -50,6 +57,7 @@ class EmulatedDevice final : public CpuDevice {
   }
 
  private:
+  AllocationTracker allocations_;
   struct Slot {
     Matrix features, targets;
     std::vector<std::int32_t> labels;

@@ -129,6 +129,7 @@ void TrainingSession::build_model() {
       model->parameters(), comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),
       static_cast<std::size_t>(config.ddp.bucket_mb * 1048576.0), compute.transport.get());
   reducer->set_broadcast_buffers(!config.model.sync_batchnorm);
+  reducer->set_zero_stage(config.ddp.zero_stage);
   agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
   optimizer = make_optimizer(config.optim, compute.device);
 }
@@ -182,6 +183,11 @@ void TrainingSession::start_from_initial_weights() {
   agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
 }
 
+std::int64_t TrainingSession::optimizer_state_bytes_per_rank() const {
+  return static_cast<std::int64_t>(optimizer->state_floats_per_parameter()) *
+         static_cast<std::int64_t>(reducer->shards().count(0) * sizeof(float));
+}
+
 void TrainingSession::print_banner() const {
   if (!root) return;
   std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
@@ -201,6 +207,10 @@ void TrainingSession::print_banner() const {
   if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
   std::printf("model: %zu parameters, input %s\n%s", model->parameters().total(),
               shape_text(model->input_shape()).c_str(), model->describe().c_str());
+  std::printf("parameter_bytes %lld, optimizer_state_bytes_per_rank %lld (%s, ddp.zero_stage %d%s)\n",
+              static_cast<long long>(model->parameters().total() * sizeof(float)),
+              static_cast<long long>(optimizer_state_bytes_per_rank()), optimizer->name().c_str(),
+              reducer->zero_stage(), reducer->shards().world > 1 ? ": sharded over the ranks" : "");
   if (!resumed && !config.model.init.empty()) std::printf("initial weights: %s\n", config.model.init.c_str());
   std::printf("--- resolved input file ---\n%s---\n", config.resolved_ini.c_str());
   std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",

@@ -47,10 +47,17 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
   }
   reducer.finish();
   // Queued now, read with the loss: the step waits for the device only once.
-  device.ops<LossOps>().check_finite(model.parameters().grads(), model.parameters().total());
+  // At ddp.zero_stage = 1 only this rank's shard is reduced: check it, then agree.
+  device.ops<LossOps>().check_finite(model.parameters().grads() + reducer.reduced_begin(),
+                                     reducer.reduced_end() - reducer.reduced_begin());
   if (in.while_device_runs) in.while_device_runs();
-  TraceSpan span("device wait");
-  return device.ops<LossOps>().take_loss();  // the step's one wait for the device
+  LossResult result;
+  {
+    TraceSpan span("device wait");
+    result = device.ops<LossOps>().take_loss();  // the step's one wait for the device
+  }
+  result.finite = reducer.all_ranks(result.finite);
+  return result;
 }
 
 bool gradients_finite(ParameterStore& params) {

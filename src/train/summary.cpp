@@ -2,9 +2,31 @@
 
 #include <cstdio>
 
+#include <algorithm>
+
 #include "mpiddp/common/json.hpp"
+#include "mpiddp/common/memory.hpp"
 
 namespace mpiddp {
+
+void record_memory(TrainSummary& sm, const TrainingSession& session) {
+  Communicator& comm = session.comm;
+  sm.zero_stage = session.reducer->zero_stage();
+  sm.parameter_bytes = static_cast<std::int64_t>(session.model->parameters().total() * sizeof(float));
+  sm.optimizer_state_bytes_per_rank = session.optimizer_state_bytes_per_rank();
+  const std::int64_t mine[2] = {static_cast<std::int64_t>(peak_resident_bytes()),
+                                static_cast<std::int64_t>(session.compute.device->peak_allocated_bytes())};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  comm.allgather(mine, sizeof(mine), all.data());
+  sm.peak_host_bytes_per_rank.clear();
+  sm.peak_device_bytes_per_rank.clear();
+  for (int r = 0; r < comm.size(); ++r) {
+    sm.peak_host_bytes_per_rank.push_back(all[2 * static_cast<std::size_t>(r)]);
+    sm.peak_device_bytes_per_rank.push_back(all[2 * static_cast<std::size_t>(r) + 1]);
+  }
+  sm.peak_host_bytes = *std::max_element(sm.peak_host_bytes_per_rank.begin(), sm.peak_host_bytes_per_rank.end());
+  sm.peak_device_bytes = *std::max_element(sm.peak_device_bytes_per_rank.begin(), sm.peak_device_bytes_per_rank.end());
+}
 
 void write_summary(const TrainSummary& sm, bool classification, RunOutput& output) {
   const bool accuracy = sm.evaluated && classification;
@@ -25,6 +47,13 @@ void write_summary(const TrainSummary& sm, bool classification, RunOutput& outpu
   json["data_wait_share"] = sm.data_wait_share;
   json["compute_share"] = sm.compute_share;
   json["allreduce_share"] = sm.allreduce_share;
+  json["zero_stage"] = sm.zero_stage;
+  json["parameter_bytes"] = sm.parameter_bytes;
+  json["optimizer_state_bytes_per_rank"] = sm.optimizer_state_bytes_per_rank;
+  json["peak_host_bytes"] = sm.peak_host_bytes;
+  json["peak_device_bytes"] = sm.peak_device_bytes;
+  json["peak_host_bytes_per_rank"] = sm.peak_host_bytes_per_rank;
+  json["peak_device_bytes_per_rank"] = sm.peak_device_bytes_per_rank;
   output.summary(json_line(json));
   std::printf("%s: %lld steps in %s, %.0f samples/s (data wait %.1f%%, all-reduce %.1f%%)",
               sm.preempted ? "preempted" : "done", static_cast<long long>(sm.steps),

@@ -171,10 +171,8 @@ class Trainer {
   // The optimizer step, unless the reduced gradients hold NaN/Inf (the same
   // verdict on every rank): then skip or stop, as train.nonfinite says.
   void apply_update(const LossResult& r, std::int64_t step) {
-    ParameterStore& params = s_.model->parameters();
     if (r.finite) {
-      TraceSpan span("optimizer");
-      s_.optimizer->step(params.values(), params.grads(), params.total(), lr_);
+      s_.reducer->update(*s_.optimizer, lr_);  // at ddp.zero_stage = 1: this rank's shard, then the all-gather
     } else if (config_.train.nonfinite == NonfinitePolicy::skip) {
       ++skipped_steps_;
       if (s_.root)
@@ -279,6 +277,7 @@ TrainSummary Trainer::finish() {
     summary_.test_accuracy = last_eval_.accuracy;
     summary_.test_loss = last_eval_.loss;
   }
+  record_memory(summary_, s_);
   if (s_.root) write_summary(summary_, s_.classification, *s_.output);
   return summary_;
 }

@@ -83,6 +83,7 @@ struct DdpConfig {
   double first_bucket_mb = 1.0;      // PyTorch DDP's first bucket cap (MiB)
   double bucket_mb = 25.0;           // later buckets (MiB)
   AllreduceDtype allreduce_dtype = AllreduceDtype::fp32;  // bf16 (nccl only): buckets travel as bf16
+  int zero_stage = 0;                // 1: optimizer state sharded over the ranks (ZeRO stage 1)
 };
 
 struct DistConfig {

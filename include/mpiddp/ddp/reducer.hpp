@@ -13,9 +13,11 @@
 #include <memory>
 #include <vector>
 
+#include "mpiddp/ddp/shards.hpp"
 #include "mpiddp/ddp/transport.hpp"
 #include "mpiddp/dist/communicator.hpp"
 #include "mpiddp/nn/parameters.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp {
 
@@ -35,6 +37,24 @@ class GradientReducer {
   // gradients go through `transport` (MPI on the parameters' device when null).
   GradientReducer(ParameterStore& params, Communicator& comm, std::size_t first_bucket_bytes,
                   std::size_t bucket_bytes, GradientTransport* transport = nullptr);
+
+  // ddp.zero_stage. Stage 1 (ZeRO): each bucket is reduce-scattered onto the
+  // owners of the shards it overlaps instead of all-reduced; update() then steps
+  // the optimizer over this rank's shard only and all-gathers the parameters.
+  // With one rank the shard is everything, which is stage 0.
+  void set_zero_stage(int stage);
+  int zero_stage() const { return zero_stage_; }
+  const ShardLayout& shards() const { return shards_; }
+  // The part of the gradient buffer that holds the global mean after finish():
+  // all of it at stage 0, this rank's shard at stage 1.
+  std::size_t reduced_begin() const { return shards_.begin(); }
+  std::size_t reduced_end() const { return shards_.end(); }
+  // One verdict for all ranks from each rank's view of its reduced part (the
+  // non-finite check): at stage 1 an all-reduce of the flag, else `mine` itself.
+  bool all_ranks(bool mine);
+  // The optimizer step over the reduced part, then (stage 1) the all-gather of the
+  // updated shards, so that every rank holds all parameters before the next forward.
+  void update(Optimizer& optimizer, double lr);
 
   // Reduce even with one rank (to measure the transport's cost in benchmarks).
   void set_reduce_single_rank(bool on) { reduce_single_rank_ = on; }
@@ -70,6 +90,8 @@ class GradientReducer {
   GradientTransport* transport_;
   bool reduce_single_rank_ = false;
   bool broadcast_buffers_ = true;
+  int zero_stage_ = 0;
+  ShardLayout shards_;  // stage 0: one shard, everything
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter index -> bucket
   std::size_t next_to_launch_ = 0;

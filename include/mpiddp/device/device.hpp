@@ -70,6 +70,9 @@ class Device {
   virtual void copy_to_host(void* host, const void* device, std::size_t bytes) = 0;  // waits
   virtual void copy_to_device(void* device, const void* host, std::size_t bytes) = 0;
   virtual void copy_within(void* to, const void* from, std::size_t bytes) = 0;
+  // The most device memory held at once through allocate() (summary.json's
+  // peak_device_bytes); 0 on the CPU, whose memory is the process's (VmHWM).
+  virtual std::uint64_t peak_allocated_bytes() const { return 0; }
   // Waits until all work issued so far is done.
   virtual void synchronize() = 0;
 

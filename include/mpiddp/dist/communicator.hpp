@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mpiddp {
 
@@ -36,6 +37,19 @@ class Communicator {
   // recv holds size() * bytes: rank r's block at r * bytes.
   virtual void allgather(const void* send, std::size_t bytes, void* recv) = 0;
   virtual void barrier() = 0;
+
+  // ZeRO's collectives (ddp.zero_stage = 1). `counts[r]` floats of data, laid
+  // out rank after rank, belong to rank r. Reduce-scatter: SUM over ranks, and
+  // afterwards this rank's piece holds the sum (in place, at its own offset);
+  // the other pieces hold nothing useful. Non-blocking when started.
+  virtual std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data,
+                                                                      const std::vector<std::size_t>& counts) = 0;
+  virtual void reduce_scatter_sum(float* data, const std::vector<std::size_t>& counts) = 0;
+  // All-gather in place: every rank's piece goes to every rank.
+  virtual void allgather_in_place(float* data, const std::vector<std::size_t>& counts) = 0;
+  // Point to point, for streaming optimizer shards through rank 0 (checkpoints).
+  virtual void send(const void* data, std::size_t bytes, int to) = 0;
+  virtual void receive(void* data, std::size_t bytes, int from) = 0;
 };
 
 }  // namespace mpiddp

@@ -27,6 +27,12 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, std::size_t bytes, int root) override;
   void allgather(const void* send, std::size_t bytes, void* recv) override;
   void barrier() override;
+  std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data,
+                                                              const std::vector<std::size_t>& counts) override;
+  void reduce_scatter_sum(float* data, const std::vector<std::size_t>& counts) override;
+  void allgather_in_place(float* data, const std::vector<std::size_t>& counts) override;
+  void send(const void* data, std::size_t bytes, int to) override;
+  void receive(void* data, std::size_t bytes, int from) override;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

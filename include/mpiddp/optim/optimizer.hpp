@@ -30,6 +30,8 @@ class Optimizer {
   std::string name() const { return name_of(kind()); }  // optim.name's value
   virtual void step(float* params, const float* grads, std::size_t count, double lr) = 0;
   virtual std::vector<OptimizerState> state() = 0;
+  // Floats of state per parameter it updates (SGD: 1 with momentum, else 0; AdamW: 2).
+  virtual int state_floats_per_parameter() const = 0;
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   void pull_state() {
@@ -52,6 +54,7 @@ class Sgd final : public Optimizer {
   OptimizerKind kind() const override { return OptimizerKind::sgd; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"momentum", &momentum_buffer_}}; }
+  int state_floats_per_parameter() const override { return momentum_ != 0.0 ? 1 : 0; }
 
  private:
   double momentum_;
@@ -68,6 +71,7 @@ class AdamW final : public Optimizer {
   OptimizerKind kind() const override { return OptimizerKind::adamw; }
   void step(float* params, const float* grads, std::size_t count, double lr) override;
   std::vector<OptimizerState> state() override { return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}}; }
+  int state_floats_per_parameter() const override { return 2; }
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

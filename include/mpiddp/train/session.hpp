@@ -40,6 +40,9 @@ class TrainingSession {
 
   // Rank 0: the start-up banner (placements, data, model, resolved input file, steps).
   void print_banner() const;
+  // Bytes of optimizer state on the rank holding the most (rank 0's shard at
+  // ddp.zero_stage = 1, everything at 0), once the optimizer has stepped.
+  std::int64_t optimizer_state_bytes_per_rank() const;
 
   const Config& config;
   Communicator& comm;

@@ -1,6 +1,7 @@
 #pragma once
 // `mpiddp train`: the whole data-parallel training run.
 #include <cstdint>
+#include <vector>
 #include <string>
 
 #include "mpiddp/config/config.hpp"
@@ -20,6 +21,13 @@ struct TrainSummary {
   double train_s = 0.0, wall_s = 0.0;
   double data_wait_share = 0.0, compute_share = 0.0, allreduce_share = 0.0;
   bool preempted = false;  // stopped by a signal after checkpointing
+  // Memory (README "ZeRO"): the optimizer state one rank holds (the largest
+  // shard's at ddp.zero_stage = 1), all parameters' bytes, and each rank's peak
+  // host (VmHWM) and device (allocator) memory, with their maximum over ranks.
+  int zero_stage = 0;
+  std::int64_t optimizer_state_bytes_per_rank = 0, parameter_bytes = 0;
+  std::int64_t peak_host_bytes = 0, peak_device_bytes = 0;
+  std::vector<std::int64_t> peak_host_bytes_per_rank, peak_device_bytes_per_rank;
 };
 
 // `resume`: "" (fresh), "auto" or a checkpoint path (see resume.hpp).
