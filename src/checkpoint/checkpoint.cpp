@@ -15,6 +15,7 @@
 #include "attribute_checks.hpp"
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
+#include "flat_range.hpp"
 #include "format3.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
@@ -22,17 +23,22 @@
 namespace mpiddp {
 namespace {
 
-void write_array(hid_t group, const std::string& name, const float* data, const std::vector<std::size_t>& shape,
-                 const std::string& path) {
+h5::Handle create_array(hid_t group, const std::string& name, const std::vector<std::size_t>& shape,
+                        const std::string& path) {
   // A shapeless array is stored as one element. Sized once and filled (not grown
   // by push_back), which also keeps GCC 12 from a false -Wfree-nonheap-object.
   std::vector<hsize_t> dims(std::max<std::size_t>(shape.size(), 1), 1);
   std::copy(shape.begin(), shape.end(), dims.begin());
   h5::Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  h5::Handle dataset(h5::check_id<RuntimeError>(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                                           H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                                                path + ": cannot create dataset " + name + " (disk full?)"),
-                     H5Dclose);
+  return h5::Handle(h5::check_id<RuntimeError>(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                                          H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                               path + ": cannot create dataset " + name + " (disk full?)"),
+                    H5Dclose);
+}
+
+void write_array(hid_t group, const std::string& name, const float* data, const std::vector<std::size_t>& shape,
+                 const std::string& path) {
+  h5::Handle dataset = create_array(group, name, shape, path);
   h5::check<RuntimeError>(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
                           path + ": cannot write dataset " + name + " (disk full?)");
 }
@@ -56,14 +62,16 @@ void refuse_unknown_members(hid_t file, const std::string& group, const std::set
 
 // Reads group/<param name> for every parameter into `out` (same layout as the
 // flat buffers), checking names both ways and shapes.
+// With read_data false only the names and shapes are checked (`out` is left as it is).
 void read_arrays(hid_t file, const std::string& group, const std::vector<Parameter>& list, std::size_t total,
-                 std::vector<float>& out, const std::string& path, const std::set<std::string>& also_known = {}) {
+                 std::vector<float>& out, const std::string& path, const std::set<std::string>& also_known = {},
+                 bool read_data = true) {
   std::set<std::string> names = also_known;
   for (const auto& p : list) names.insert(p.name);
   if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0)
     refuse_unknown_members(file, group, names, path,
                            group == "buffers" ? "a buffer of this model" : "a parameter of this model");
-  out.assign(total, 0.0f);
+  if (read_data) out.assign(total, 0.0f);
   for (const auto& p : list) {
     const std::string name = group + "/" + p.name;
     if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
@@ -82,6 +90,7 @@ void read_arrays(hid_t file, const std::string& group, const std::vector<Paramet
       throw InputError(path + ": '" + name + "' is " + text(shape) + " but the model's is " + text(p.shape) +
                        " (a checkpoint of another model?)");
     }
+    if (!read_data) continue;
     h5::check<InputError>(
         H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data() + p.offset),
         path + ": cannot read '" + name + "' (damaged file?)");
@@ -147,7 +156,7 @@ void commit_buffers(StagedBuffers staged, ParameterStore& params) {
 }  // namespace
 
 void write_checkpoint(const std::string& path, const ParameterStore& params, Optimizer& optimizer,
-                      const TrainingState& state) {
+                      const TrainingState& state, StateShards* shards) {
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   const std::string temp = path + ".tmp";
@@ -181,10 +190,21 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::Handle optim_group = make_group(f, "optimizer", path);
     h5::write_string_attribute(optim_group.get(), "name", optimizer.name());
     h5::write_int_attribute(optim_group.get(), "step", optimizer.steps_taken());
-    for (const auto& buffer : optimizer.state()) {
+    const auto buffers = optimizer.state();
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const auto& buffer = buffers[i];
       if (buffer.values->empty()) continue;  // not created yet (no step taken, or no momentum)
       h5::Handle g = make_group(optim_group.get(), buffer.name.c_str(), path);
-      for (const auto& p : params.list()) write_array(g.get(), p.name, buffer.values->host().data() + p.offset, p.shape, path);
+      if (!shards) {
+        for (const auto& p : params.list()) write_array(g.get(), p.name, buffer.values->host().data() + p.offset, p.shape, path);
+        continue;
+      }
+      // ddp.zero_stage = 1: the same full arrays, filled one rank's shard at a time.
+      for (const auto& p : params.list()) create_array(g.get(), p.name, p.shape, path);
+      const ShardLayout& layout = shards->layout();
+      for (int r = 0; r < layout.world; ++r)
+        if (layout.count(r) > 0)
+          write_flat_shard(g.get(), params.list(), layout.begin(r), layout.end(r), shards->fetch(i, r), path);
     }
     h5::check<RuntimeError>(H5Fflush(f, H5F_SCOPE_GLOBAL), temp + ": flush failed (disk full?)");
     // Closing writes the last metadata: close the groups, then check the file's
@@ -281,7 +301,7 @@ void read_initial_weights(const std::string& path, ParameterStore& params) {
 }
 
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
-                              const AcceptCheckpoint& accept) {
+                              const AcceptCheckpoint& accept, const ShardLayout* shards) {
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read checkpoint (" + std::strerror(errno) + ")");
@@ -324,7 +344,15 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const std::string group = "optimizer/" + buffers[i].name;
     if (H5Lexists(f, group.c_str(), H5P_DEFAULT) <= 0) continue;  // never created (e.g. no momentum)
-    read_arrays(f, group, params, staged[i], path);
+    if (shards) {
+      // ddp.zero_stage = 1: every array checked, only rank 0's shard read (scatter_state_shards sends the others).
+      read_arrays(f, group, params.list(), params.total(), staged[i], path, {}, false);
+      staged[i].assign(shards->count(), 0.0f);
+      h5::Handle g(H5Gopen2(f, group.c_str(), H5P_DEFAULT), H5Gclose);
+      read_flat_shard(g.get(), params.list(), shards->begin(), shards->end(), staged[i].data(), path);
+    } else {
+      read_arrays(f, group, params, staged[i], path);
+    }
     present[i] = true;
   }
   std::copy(values.begin(), values.end(), params.host_values());
@@ -336,6 +364,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
     buffers[i].values->push();
   }
   optimizer.set_steps_taken(state.optimizer_steps);
+  state.path = path;
   return state;
 }
 

@@ -40,7 +40,7 @@ CheckpointDirectory::CheckpointDirectory(std::string dir, int keep, int keep_eve
     : dir_(std::move(dir)), keep_(keep), keep_every_epochs_(keep_every_epochs) {}
 
 std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
-                                      bool epoch_boundary) {
+                                      bool epoch_boundary, StateShards* shards) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw InputError(dir_ + ": cannot create checkpoint directory (" + ec.message() + ")");
@@ -48,7 +48,7 @@ std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& o
   std::snprintf(name, sizeof(name), "ckpt-step-%09lld.h5", static_cast<long long>(state.global_step));
   const std::string path = dir_ + "/" + name;
   if (present(path) && !of_run(path, state.run_id)) move_aside(path);
-  write_checkpoint(path, params, optimizer, state);
+  write_checkpoint(path, params, optimizer, state, shards);
 
   // `latest` names the newest complete checkpoint; it is replaced atomically too.
   const std::string latest = dir_ + "/latest", temp = latest + ".tmp";

@@ -1,6 +1,7 @@
 #include "mpiddp/train/checkpointer.hpp"
 
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <string>
 
@@ -50,10 +51,16 @@ void Checkpointer::save(const ResumePoint& point, const WindowTotals& window, st
   params.pull_values();  // checkpoints hold the host copies
   params.pull_buffers();
   session_.optimizer->pull_state();
+  // ddp.zero_stage = 1: rank 0 fetches the other ranks' optimizer shards while it writes.
+  const ShardLayout& layout = session_.reducer->shards();
+  if (layout.world > 1 && !session_.root) StateShards(layout, session_.comm, *session_.optimizer).serve();
   agree_or_fail(session_.comm, [&] {
     if (!session_.root) return;
+    std::optional<StateShards> shards;  // its end (also by an exception) releases the serving ranks
+    if (layout.world > 1) shards.emplace(layout, session_.comm, *session_.optimizer);
     const auto start = std::chrono::steady_clock::now();
-    const std::string path = session_.checkpoints.save(params, *session_.optimizer, state, epoch_boundary);
+    const std::string path =
+        session_.checkpoints.save(params, *session_.optimizer, state, epoch_boundary, shards ? &*shards : nullptr);
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
     std::printf("checkpoint %s (step %lld, %.1f MB, %.3f s)\n", path.c_str(),

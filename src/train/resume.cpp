@@ -150,7 +150,7 @@ std::vector<std::string> runs_checkpoints(const CheckpointDirectory& directory) 
 // every rank with rank 0's message.
 std::optional<TrainingState> load_on_root(const std::string& resume, const CheckpointDirectory& directory,
                                           const Config& config, std::int64_t dataset_size, ParameterStore& params,
-                                          Optimizer& optimizer, int world) {
+                                          Optimizer& optimizer, int world, const ShardLayout* shards) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
     candidates = runs_checkpoints(directory);
@@ -170,7 +170,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
         check_position(candidates[i], then, config, world);
         check_same_widths(candidates[i], then, config);
       };
-      TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept);
+      TrainingState state = read_checkpoint(candidates[i], params, optimizer, accept, shards);
       std::printf("resuming from %s: epoch %lld, step %lld of it, global step %lld\n", candidates[i].c_str(),
                   static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch),
                   static_cast<long long>(state.global_step));
@@ -203,11 +203,11 @@ TrainingState fresh_training_state(const Config& config, int world_size, std::in
 
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
                                              const Config& config, std::int64_t dataset_size, ParameterStore& params,
-                                             Optimizer& optimizer, Communicator& comm) {
+                                             Optimizer& optimizer, Communicator& comm, const ShardLayout* shards) {
   if (resume.empty()) return std::nullopt;
   std::optional<TrainingState> state;
   agree_or_fail(comm, [&] {
-    if (comm.rank() == 0) state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size());
+    if (comm.rank() == 0) state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size(), shards);
   });
   std::int64_t header[6] = {};
   if (state) {
@@ -233,6 +233,11 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
   comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);
   params.push_values();
   broadcast_model_buffers(params, comm);
+  // ddp.zero_stage = 1: each rank gets only its shard of the optimizer state.
+  if (shards) {
+    scatter_state_shards(state->path, params.list(), optimizer, *shards, comm);
+    return state;
+  }
   for (auto& buffer : optimizer.state()) {
     std::uint64_t size = buffer.values->size();
     comm.broadcast(&size, sizeof(size), 0);

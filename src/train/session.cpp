@@ -155,7 +155,9 @@ void TrainingSession::restore(const std::string& resume) {
     check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
     if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
   });
-  resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
+  const ShardLayout* shards = reducer->shards().world > 1 ? &reducer->shards() : nullptr;  // ddp.zero_stage = 1
+  resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm,
+                            shards);
   if (!resumed && !config.model.init.empty()) start_from_initial_weights();
   if (resumed) {
     state.epoch = resumed->epoch;

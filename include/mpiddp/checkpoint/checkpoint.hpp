@@ -11,6 +11,7 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/parameters.hpp"
+#include "mpiddp/checkpoint/state_shards.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp {
@@ -45,6 +46,7 @@ struct TrainingState {
   // The progress record in progress: loss and samples (all ranks) since the last
   // metrics.jsonl line, so a resumed run writes the same records.
   double log_window_loss = 0.0, log_window_samples = 0.0;
+  std::string path;                  // the file it was read from (read_checkpoint), not stored
   std::int64_t optimizer_steps = 0;  // the optimizer's step count (AdamW's bias correction), read only
   // Names the run a checkpoint belongs to: made at a fresh start, carried over by
   // every resume. Retention counts and deletes only checkpoints with this run's
@@ -56,8 +58,10 @@ struct TrainingState {
 std::string new_run_id();
 
 // Writes `path` atomically (temporary file, fsync, rename, directory fsync).
+// `shards` (ddp.zero_stage = 1, rank 0): the optimizer holds only rank 0's shard
+// of its state; the other ranks' shards are fetched one at a time (state_shards.hpp).
 void write_checkpoint(const std::string& path, const ParameterStore& params, Optimizer& optimizer,
-                      const TrainingState& state);
+                      const TrainingState& state, StateShards* shards = nullptr);
 
 // Called with a checkpoint's attributes (already range-checked on their own)
 // before any array is read; throws to refuse the file.
@@ -67,8 +71,10 @@ using AcceptCheckpoint = std::function<void(const TrainingState&)>;
 // (format version, every attribute's range, `accept`, names both ways and shapes
 // of every array, optimizer kind) before anything is changed: on error nothing
 // has been loaded.
+// `shards` (ddp.zero_stage = 1, rank 0): the optimizer state is checked whole
+// but only this rank's shard of it is loaded (scatter_state_shards does the rest).
 TrainingState read_checkpoint(const std::string& path, ParameterStore& params, Optimizer& optimizer,
-                              const AcceptCheckpoint& accept = {});
+                              const AcceptCheckpoint& accept = {}, const ShardLayout* shards = nullptr);
 
 // model.init: reads only the weights (/params) of an HDF5 file (scripts/from-torch's
 // output, or any mpiddp checkpoint) into `params`. Names must match the model both
@@ -91,7 +97,7 @@ class CheckpointDirectory {
   // Writes the checkpoint, points `latest` at it, prunes the run's (state.run_id)
   // older ones. Returns its path.
   std::string save(const ParameterStore& params, Optimizer& optimizer, const TrainingState& state,
-                   bool epoch_boundary);
+                   bool epoch_boundary, StateShards* shards = nullptr);
   // Deletes temporary files left by a writer that was killed (rank 0, at start).
   void remove_stale_temporaries() const;
   // Complete checkpoints, newest first (temporary files never count).

@@ -21,9 +21,11 @@ TrainingState fresh_training_state(const Config& config, int world_size, std::in
 // drop_last, or a position this job's train.epochs / max_steps end before
 // (IncompatibleCheckpoint); and one whose position does not fit the step plan
 // (InputError, like a damaged file: auto falls back to an older one).
-// Returns nullopt for a fresh start.
+// Returns nullopt for a fresh start. `shards` (ddp.zero_stage = 1 on several
+// ranks): each rank loads only its shard of the optimizer state.
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
                                              const Config& config, std::int64_t dataset_size, ParameterStore& params,
-                                             Optimizer& optimizer, Communicator& comm);
+                                             Optimizer& optimizer, Communicator& comm,
+                                             const ShardLayout* shards = nullptr);
 
 }  // namespace mpiddp
