@@ -68,15 +68,20 @@ struct RunSpec {
   int accumulate;     // micro-batches per step
   double bucket_mb;   // small caps force several buckets (non-blocking path)
   OptimizerKind optimizer;
+  int zero_stage = 0;  // ddp.zero_stage
 };
 
-std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& spec, int steps) {
+// `state_floats`: where to put the size of the optimizer's first state buffer
+// (what this rank holds) after training.
+std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& spec, int steps,
+                         std::size_t* state_floats = nullptr) {
   ModelConfig mc;
   mc.hidden_sizes = {32, 16};
   mc.activation = ActivationKind::tanh;
   auto model = build_mlp(mc, kFeatures, kClasses, 7, test_device());
   GradientReducer reducer(model->parameters(), comm, static_cast<std::size_t>(spec.bucket_mb * 1048576),
                           static_cast<std::size_t>(spec.bucket_mb * 1048576));
+  reducer.set_zero_stage(spec.zero_stage);
   reducer.synchronize_parameters();
   OptimConfig oc;
   oc.name = spec.optimizer;
@@ -99,8 +104,9 @@ std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& sp
     in.lr = spec.optimizer == OptimizerKind::sgd ? 0.1 : 0.01;
     REQUIRE(forward_backward(*model, reducer, in).finite);
     REQUIRE(gradients_finite(model->parameters()));
-    optimizer->step(model->parameters().values(), model->parameters().grads(), model->parameters().total(), in.lr);
+    reducer.update(*optimizer, in.lr);  // the whole buffer at stage 0, this rank's shard + all-gather at stage 1
   }
+  if (state_floats) *state_floats = optimizer->state().at(0).values->size();
   auto& p = model->parameters();
   p.pull_values();
   return std::vector<float>(p.host_values(), p.host_values() + p.total());
@@ -190,6 +196,57 @@ TEST_CASE("W ranks x B equal one process x W*B", "[mpi][ddp]") {
     // Training moved the weights (the comparison is not between two untouched models).
     const auto untouched = train(self, data, {global_batch, 1, 25.0, optimizer}, 0);
     CHECK(relative_difference(reference, untouched) > 1e-2);
+  }
+}
+
+TEST_CASE("ZeRO stage 1 gives stage 0's weights with 1/world of the optimizer state", "[mpi][ddp][zero]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int w = world.size();
+  const Data data = make_data();
+  const int steps = 6;
+  for (OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::adamw}) {
+    for (int accumulate : {1, 2}) {
+      // Tiny buckets (1 KiB): several buckets, most of them straddling a shard boundary.
+      for (double bucket_mb : {25.0, 0.001}) {
+        std::size_t full = 0, sharded = 0;
+        const auto stage0 = train(world, data, {64 / accumulate, accumulate, bucket_mb, optimizer, 0}, steps, &full);
+        const auto stage1 = train(world, data, {64 / accumulate, accumulate, bucket_mb, optimizer, 1}, steps, &sharded);
+        INFO("world " << w << ", " << name_of(optimizer) << ", accumulate " << accumulate << ", bucket_mb " << bucket_mb);
+        const ShardLayout layout = ShardLayout::of(stage0.size(), w, world.rank());
+        CHECK(full == stage0.size());
+        CHECK(sharded == layout.count());  // only this rank's shard of the state
+        if (w <= 2) {
+          CHECK(stage1 == stage0);  // a sum of two terms is the same in any order: bit for bit
+        } else {
+          CHECK(relative_difference(stage0, stage1) <= 1e-6);  // the reduce-scatter sums in its own order
+        }
+        // Every rank holds the same (all-gathered) parameters.
+        std::vector<float> max = stage1, sum = stage1;
+        world.allreduce_sum(sum.data(), sum.size());
+        for (std::size_t i = 0; i < sum.size(); ++i) max[i] = stage1[i] * static_cast<float>(w);
+        CHECK(relative_difference(max, sum) <= 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("ZeRO shards: contiguous, 16-float aligned, covering the buffer", "[mpi][zero]") {
+  for (std::size_t total : {std::size_t{1}, std::size_t{10}, std::size_t{17}, std::size_t{1000}, std::size_t{1234567}}) {
+    for (int w : {1, 2, 3, 4, 7}) {
+      std::size_t covered = 0;
+      for (int r = 0; r < w; ++r) {
+        const ShardLayout s = ShardLayout::of(total, w, r);
+        CHECK(s.shard % 16 == 0);
+        CHECK(s.begin() == covered);
+        covered = s.end();
+        CHECK(s.count() <= s.shard);
+        const auto pieces = s.pieces(total / 3, total);
+        std::size_t sum = 0;
+        for (std::size_t n : pieces) sum += n;
+        CHECK(sum == total - total / 3);
+      }
+      CHECK(covered == total);
+    }
   }
 }
 

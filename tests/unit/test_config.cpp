@@ -241,3 +241,16 @@ TEST_CASE("data.augment parses into its steps, and refuses what it cannot mean",
   CHECK_THAT(error_of(base + "augment = crop(0)\n"), Catch::Contains("key 'data.augment'") &&
                                                          Catch::Contains("at least 1 pixel"));
 }
+
+TEST_CASE("ddp.zero_stage: 0 by default, 0 or 1, anything else refused by name", "[config]") {
+  const std::string base = "[data]\ntrain = x\n";
+  const std::string path = write_ini(base + "[ddp]\nzero_stage = 1\n");
+  CHECK(load_config(path, {}).ddp.zero_stage == 1);
+  CHECK(load_config(path, {"--ddp.zero_stage", "0"}).ddp.zero_stage == 0);
+  std::remove(path.c_str());
+  const std::string defaults = write_ini(base);
+  CHECK(load_config(defaults, {}).ddp.zero_stage == 0);
+  std::remove(defaults.c_str());
+  for (const char* bad : {"2", "-1", "3", "1.5", "one"})
+    CHECK_THAT(error_of(base + "[ddp]\nzero_stage = " + bad + "\n"), Catch::Contains("ddp.zero_stage"));
+}
