@@ -11,6 +11,8 @@
 #   small_mlp                 matmul peak, exposed communication (--comm both); 784-256-128-10, batch 64, fp32
 #   fmnist_w1_nccl_{fp32,tf32,bf16}, fmnist_w2_shared_mpi
 #                             Fashion-MNIST MLP, 15 epochs: world 1 over NCCL, world 2 sharing one GPU over MPI
+#   zero_w2_shared_bf16       ddp.zero_stage 1 against 0, 2 ranks sharing the GPU over MPI, bf16: a model sized
+#                             from the free memory (behind a PyTorch ballast) that stage 0 cannot hold and stage 1 trains
 #   cnn_fmnist_{fp32,bf16}    a small CNN (conv/BatchNorm/ReLU/max-pool/linear) on Fashion-MNIST, 300 steps: the
 #                             loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
 #   big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
@@ -288,6 +290,65 @@ fmnist fmnist_w1_nccl_tf32 1 $nccl --train.precision $tf32
 fmnist fmnist_w1_nccl_bf16 1 $nccl --train.precision $bf16
 one_gpu=${CUDA_VISIBLE_DEVICES:-0}
 CUDA_VISIBLE_DEVICES=${one_gpu%%,*} fmnist fmnist_w2_shared_mpi 2 mpi --train.share_device true
+
+# ZeRO stage 1 where stage 0 does not fit: two ranks share the GPU over MPI (NCCL needs a GPU per rank), bf16
+# products. A ballast tensor (PyTorch, in another process) leaves ZERO_FREE_GIB (default 8) free; the MLP is
+# sized from the free memory then measured: per rank, stage 0 holds parameters, gradients and AdamW's two
+# moments (16 bytes per parameter), stage 1 half the moments (12 bytes), so with P = usable / 28 bytes
+# (usable = free - 1 GiB per rank for its context, workspaces and activations) stage 0 needs 1.14 x the
+# memory and stage 1 0.86 x. PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
+# peak_device_bytes per rank than stage 0 would hold (16 P).
+zero_row() {
+  local name=zero_w2_shared_bf16 keep=${ZERO_FREE_GIB:-8}
+  secs=0
+  if [ -n "$dry" ]; then row $name SKIP "dry run: needs a GPU (the sizing is from its free memory)"; return; fi
+  [ -d "$data/train" ] || { row $name SKIP "no shards (prepare_fmnist did not pass)"; return; }
+  python3 -c "import torch; assert torch.cuda.is_available()" > "$logs/$name-ballast.log" 2>&1 ||
+    { row $name SKIP "no PyTorch with CUDA for the ballast: $(tail -1 "$logs/$name-ballast.log" | cut -c1-100)"; return; }
+  local gpu=${one_gpu%%,*} ready=$scratch/ballast.ready
+  CUDA_VISIBLE_DEVICES=$gpu python3 -c '
+import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+keep = int(float(sys.argv[1]) * 2**30)
+ballast = torch.empty(max(0, free - keep), dtype=torch.uint8, device="cuda")
+open(sys.argv[2], "w").write("ready")
+time.sleep(900)' "$keep" "$ready" >> "$logs/$name-ballast.log" 2>&1 &
+  local ballast=$!
+  wait_ready() { local i; for i in $(seq 120); do [ -s "$ready" ] && return 0; kill -0 $ballast 2>/dev/null || return 1; sleep 0.5; done; return 1; }
+  if ! wait_ready; then kill $ballast 2>/dev/null; wait $ballast 2>/dev/null
+    row $name SKIP "the ballast did not start: $(tail -1 "$logs/$name-ballast.log" | cut -c1-100)"; return; fi
+  local free_mib hidden params
+  free_mib=$(nvidia-smi --id="$gpu" --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null | head -1)
+  params=$(python3 -c "print(int(max(0.0, (float('$free_mib') - 2 * 1024) * 2**20 / 28)))" 2>/dev/null)
+  hidden=$(python3 -c "import math; p=$params; print(int((-794 + math.sqrt(794**2 + 4*p)) / 2))" 2>/dev/null)
+  if [ -z "$hidden" ] || [ "$hidden" -lt 64 ]; then kill $ballast 2>/dev/null; wait $ballast 2>/dev/null
+    row $name SKIP "cannot size the model (free '${free_mib}' MiB from nvidia-smi)"; return; fi
+  local common=(inputs/fmnist_mlp.ini --data.train "$data/train" --train.device cuda --dist.backend mpi
+                --train.share_device true --train.precision bf16 --optim.name adamw --train.max_steps 3
+                --train.eval false --checkpoint.every_epochs 0 --model.hidden "$hidden,$hidden")
+  CUDA_VISIBLE_DEVICES=$gpu run_step $name-stage0 120 "$MPIRUN" -n 2 "$MPIDDP" train "${common[@]}"     --run.dir "$scratch/$name-0" --ddp.zero_stage 0
+  local rc0=$rc secs0=$secs
+  CUDA_VISIBLE_DEVICES=$gpu run_step $name 180 "$MPIRUN" -n 2 "$MPIDDP" train "${common[@]}"     --run.dir "$scratch/$name-1" --ddp.zero_stage 1
+  secs=$((secs + secs0))
+  kill $ballast 2>/dev/null; wait $ballast 2>/dev/null
+  local sized="free ${free_mib} MiB, hidden $hidden,$hidden ($params parameters)"
+  [ "$rc" = 0 ] || { row $name FAIL "stage 1 did not train ($sized): $(why $name)"; return; }
+  grep -qi "out of memory" "$logs/$name-stage0.log" ||
+    { row $name FAIL "stage 0 did not stop on out-of-memory (exit $rc0, $sized): $(why $name-stage0)"; return; }
+  local detail
+  detail=$(python3 - "$scratch/$name-1/summary.json" "$params" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); p = int(sys.argv[2])
+peak = s["peak_device_bytes"]
+print(f"stage 0 out of memory, stage 1 trained: peak device {peak / 2**30:.2f} GiB/rank "
+      f"(stage 0 would hold {16 * p / 2**30:.2f}), state {s['optimizer_state_bytes_per_rank'] / 2**30:.2f} GiB/rank, "
+      f"{s['train_samples_per_s']:.0f} samples/s")
+sys.exit(0 if 0 < peak < 16 * p else 1)
+PY
+  ) || { row $name FAIL "${detail:-no summary.json} ($sized)"; return; }
+  row $name PASS "$detail; $sized"
+}
+zero_row
 
 # cnn NAME PRECISION: a small CNN for a few hundred steps; its logged training loss must fall well below chance
 # (ln 10 = 2.30) and end below where it started.
