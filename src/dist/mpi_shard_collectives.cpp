@@ -1,5 +1,6 @@
-// MpiCommunicator's ZeRO collectives: variable-count reduce-scatter and
-// all-gather in place, and the point-to-point transfers of optimizer shards.
+// MpiCommunicator's ZeRO collectives: the reduce-scatter of gradient buckets
+// (a ring of our own, ring_reduce_scatter.cpp), the all-gather of parameter
+// shards in place, and the point-to-point transfers of optimizer shards.
 #include <mpi.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/dist/watchdog.hpp"
+#include "ring_reduce_scatter.hpp"
 
 namespace mpiddp {
 namespace {
@@ -29,63 +31,17 @@ std::vector<int> int_counts(const std::vector<std::size_t>& counts, const char* 
   return out;
 }
 
-std::size_t offset_of(const std::vector<std::size_t>& counts, int rank) {
-  std::size_t offset = 0;
-  for (int r = 0; r < rank; ++r) offset += counts[static_cast<std::size_t>(r)];
-  return offset;
-}
-
-// MPI_IN_PLACE reduce-scatter leaves this rank's result at the start of the
-// buffer; it belongs at the rank's own offset (where stage 0's all-reduce puts it).
-void move_to_offset(float* data, const std::vector<std::size_t>& counts, int rank) {
-  const std::size_t offset = offset_of(counts, rank), n = counts[static_cast<std::size_t>(rank)];
-  if (offset != 0 && n != 0) std::memmove(data + offset, data, n * sizeof(float));
-}
-
-class ReduceScatterInFlight final : public PendingReduction {
- public:
-  ReduceScatterInFlight(float* data, std::vector<std::size_t> counts, std::vector<int> int_counts, int rank)
-      : data_(data), counts_(std::move(counts)), int_counts_(std::move(int_counts)), rank_(rank) {}
-  MPI_Request* request() { return &request_; }
-  void wait() override {
-    if (request_ == MPI_REQUEST_NULL) return;
-    Watchdog::Scope watch("MPI_Wait(gradient reduce-scatter)");
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait(reduce-scatter)");
-    move_to_offset(data_, counts_, rank_);
-  }
-  ~ReduceScatterInFlight() override {
-    // An abandoned reduction must not be left in flight.
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
-  }
-
- private:
-  float* data_;
-  std::vector<std::size_t> counts_;
-  std::vector<int> int_counts_;  // MPI reads them until completion
-  int rank_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-};
-
 }  // namespace
 
 std::unique_ptr<PendingReduction> MpiCommunicator::start_reduce_scatter_sum(float* data,
                                                                              const std::vector<std::size_t>& counts) {
-  std::vector<int> n = int_counts(counts, "MPI_Ireduce_scatter");
-  const int* ints = n.data();  // the vector's buffer moves with it into the pending object
-  auto pending = std::make_unique<ReduceScatterInFlight>(data, counts, std::move(n), rank_);
-  check_mpi(MPI_Ireduce_scatter(MPI_IN_PLACE, data, ints, MPI_FLOAT, MPI_SUM, comm_, pending->request()),
-            "MPI_Ireduce_scatter(gradient bucket)");
-  return pending;
+  int_counts(counts, "reduce-scatter");  // the same limit as MPI's counts
+  if (!reduce_scatters_) reduce_scatters_ = std::make_shared<RingReduceScatter>(comm_, rank_, size_);
+  return reduce_scatters_->start(data, counts);
 }
 
 void MpiCommunicator::reduce_scatter_sum(float* data, const std::vector<std::size_t>& counts) {
-  const std::vector<int> n = int_counts(counts, "MPI_Reduce_scatter");
-  {
-    Watchdog::Scope watch("MPI_Reduce_scatter(gradient bucket)");
-    check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, data, n.data(), MPI_FLOAT, MPI_SUM, comm_),
-              "MPI_Reduce_scatter(gradient bucket)");
-  }
-  move_to_offset(data, counts, rank_);
+  start_reduce_scatter_sum(data, counts)->wait();
 }
 
 void MpiCommunicator::allgather_in_place(float* data, const std::vector<std::size_t>& counts) {

@@ -2,9 +2,13 @@
 // Communicator over an MPI communicator with host buffers.
 #include <mpi.h>
 
+#include <memory>
+
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp {
+
+class RingReduceScatter;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -36,6 +40,8 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // ZeRO's reduce-scatters, one at a time in launch order (mpi_shard_collectives.cpp).
+  std::shared_ptr<RingReduceScatter> reduce_scatters_;
   int rank_ = 0;
   int size_ = 1;
 };
