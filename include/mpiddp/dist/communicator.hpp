@@ -41,7 +41,8 @@ class Communicator {
   // ZeRO's collectives (ddp.zero_stage = 1). `counts[r]` floats of data, laid
   // out rank after rank, belong to rank r. Reduce-scatter: SUM over ranks, and
   // afterwards this rank's piece holds the sum (in place, at its own offset);
-  // the other pieces hold nothing useful. Non-blocking when started.
+  // the other pieces hold nothing useful. Non-blocking when started; MPI runs
+  // them one at a time in start order (a ring: no temporaries of bucket size).
   virtual std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data,
                                                                       const std::vector<std::size_t>& counts) = 0;
   virtual void reduce_scatter_sum(float* data, const std::vector<std::size_t>& counts) = 0;
