@@ -9,6 +9,7 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/nn/model_builder.hpp"
+#include "mpiddp/train/elastic.hpp"
 #include "mpiddp/train/memory_budget.hpp"
 #include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_directory.hpp"
@@ -161,6 +162,11 @@ void TrainingSession::restore(const std::string& resume) {
     state.step_in_epoch = resumed->step_in_epoch;
     state.global_step = resumed->global_step;
     state.micro_batches = resumed->micro_batches;
+    // The epoch in progress keeps its own order, whatever this job's settings.
+    state.epoch_samples_done = resumed->epoch_samples_done;
+    state.epoch_length = resumed->epoch_length;
+    state.epoch_shuffled = resumed->epoch_shuffled;
+    state.elastic_resumes = resumed->elastic_resumes + (geometry_changed(*resumed, state) ? 1 : 0);
   }
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
@@ -206,6 +212,8 @@ void TrainingSession::print_banner() const {
   std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",
               static_cast<long long>(plan.steps_per_epoch), static_cast<long long>(plan.global_batch),
               config.train.batch_size, config.train.accumulate, comm.size());
+  if (resumed && geometry_changed(*resumed, state))
+    std::printf("%s\n", describe_elastic_resume(*resumed, state, config, plan).c_str());
   std::fflush(stdout);
 }
 
