@@ -31,8 +31,10 @@ int blas_threads_for(const TrainConfig& train, int local_size) {
 // a layer cannot train on (BatchNorm needs 2 samples when each has one value
 // per channel) would stop every rank mid-epoch, each with its own message:
 // refused here, before anything starts, with the numbers that cause it.
-void check_training_batches(const Sequential& model, const Config& config, std::int64_t dataset_size, int world) {
-  const std::int64_t per_rank = samples_per_rank(dataset_size, world, config.data.drop_last);
+// `per_rank`: a rank's samples in the epoch (`which`: "every epoch", or the
+// resumed one).
+void check_training_batches(const Sequential& model, const Config& config, std::int64_t per_rank,
+                            const std::string& which) {
   const std::int64_t batch = config.train.batch_size;
   const std::int64_t smallest = std::min(batch, per_rank % batch == 0 ? batch : per_rank % batch);
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
@@ -41,7 +43,7 @@ void check_training_batches(const Sequential& model, const Config& config, std::
     const std::string why = smallest == batch ? "train.batch_size is " + std::to_string(batch)
                                               : "with " + std::to_string(per_rank) +
                                                     " samples per rank and train.batch_size " + std::to_string(batch) +
-                                                    ", the last batch of every epoch has " + std::to_string(smallest);
+                                                    ", the last batch of " + which + " has " + std::to_string(smallest);
     throw InputError("model.layers: " + layer_position(i) + " " + model.layers()[i]->kind() +
                      ": a training batch needs at least " + std::to_string(needed) +
                      " samples (with 1 value per channel, fewer have no variance), but " + why +
@@ -123,7 +125,8 @@ void TrainingSession::open_data(int ranks_on_node) {
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
-    check_training_batches(*model, config, train_data->size(), comm.size());
+    check_training_batches(*model, config, samples_per_rank(train_data->size(), comm.size(), config.data.drop_last),
+                           "every epoch");
     model->set_cross_rank(compute.transport.get());
   });
   reducer = std::make_unique<GradientReducer>(
@@ -157,6 +160,13 @@ void TrainingSession::restore(const std::string& resume) {
   });
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm);
   if (!resumed && !config.model.init.empty()) start_from_initial_weights();
+  // An epoch continued at another world size ends with its own last batch.
+  if (resumed && resumed->epoch_samples_done > 0)
+    agree_or_fail(comm, [&] {
+      check_training_batches(*model, config,
+                             remaining_per_rank(resumed->epoch_length, resumed->epoch_samples_done, comm.size()),
+                             "the resumed epoch " + std::to_string(resumed->epoch + 1));
+    });
   if (resumed) {
     state.epoch = resumed->epoch;
     state.step_in_epoch = resumed->step_in_epoch;

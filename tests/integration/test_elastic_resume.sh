@@ -140,4 +140,10 @@ refused other-seed 4 "written with train.seed 5, this job has 6" \
   train "$WORK/run.ini" --run.dir "$WORK/stop" --resume auto --train.seed 6
 refused other-model 2 "written for model.hidden = '32', this job has '64' (a checkpoint of another model)" \
   train "$WORK/run.ini" --run.dir "$WORK/stop" --resume auto --model.hidden 64
+# A BatchNorm model whose continued epoch would end with 1-sample batches: world 3 x batch 8 stopped at step 3
+# (72 samples done) leaves 233 per rank at world 4, 29 x 8 + 1.
+bn=(--model.layers "linear(16) batchnorm1d relu linear" --train.batch_size 8)
+stop_at 3 bn 2 "${bn[@]}"
+refused last-batch-of-1 4 "the last batch of the resumed epoch 1 has 1; choose another train.batch_size" \
+  train "$WORK/run.ini" --run.dir "$WORK/bn" --resume auto "${bn[@]}"
 finish
