@@ -86,6 +86,8 @@ accuracy() { json_field "$WORK/$1/summary.json" test_accuracy; }
 close_to_straight() {
   awk -v a="$(accuracy "$1")" -v b="$(accuracy straight)" 'BEGIN { d = a - b; exit !(d <= 0.04 && d >= -0.04) }'
 }
+# refused NAME RANKS "text" ARGS...: one error line with the text, exit 2.
+refused() { expect_error "$@"; [ "$EXPECT_RC" = 2 ] || fail "$1: exit $EXPECT_RC, not 2"; }
 train_losses() { grep '"type":"train"' "$1/metrics.jsonl" | sed 's/"samples_per_s":[^,}]*//'; }
 
 train_at 3 straight || fail "uninterrupted world-3 run"
@@ -131,8 +133,33 @@ grep -q "^resume: train.batch_size 16 -> 8, train.accumulate 1 -> 3 (global batc
   && padding=$(covered 1 stop batch) && pass "batch 16 -> 8 x 3 micro-batches: each sample once ($padding padding)" \
   || fail "batch change"
 
+# A checkpoint of older mpiddp (without the elastic attributes: derived from step_in_epoch and its settings)
+# continues at another world size exactly as a new one does; edited elastic attributes are refused.
+if "$PYTHON" -c "import h5py" 2>/dev/null; then
+  cp -r "$WORK/stop" "$WORK/older"
+  "$PYTHON" - "$(latest_checkpoint "$WORK/older")" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    for key in ("epoch_samples_done", "epoch_length", "epoch_shuffled", "elastic_resumes"):
+        del f.attrs[key]
+PY
+  train_at 2 older --resume auto || fail "older checkpoint at world 2: exit $?"
+  same_parameters "$(latest_checkpoint "$WORK/to2")" "$(latest_checkpoint "$WORK/older")" \
+    && pass "a checkpoint without the elastic attributes continues 3 -> 2 bit-identically" || fail "older checkpoint 3 -> 2"
+  for edit in "epoch_samples_done 433 but step 9 of the epoch has consumed 432" \
+    "epoch_length 2000 more than the dataset_size $N"; do
+    read -r attribute value _ <<<"$edit"
+    cp "$(latest_checkpoint "$WORK/stop")" "$WORK/$attribute.h5"
+    "$PYTHON" -c "import h5py,sys; h5py.File(sys.argv[1],'r+').attrs[sys.argv[2]] = int(sys.argv[3])" \
+      "$WORK/$attribute.h5" "$attribute" "$value"
+    refused "edited-$attribute" 2 "attribute '$attribute' is $value, ${edit#* * }" \
+      train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/$attribute.h5"
+  done
+else
+  echo "note: no h5py for $PYTHON: older and edited checkpoints not checked"
+fi
+
 # What cannot work: one line, exit 2, at any world size.
-refused() { expect_error "$@"; [ "$EXPECT_RC" = 2 ] || fail "$1: exit $EXPECT_RC, not 2"; }
 make_image_shards "$WORK/more" $((N + 1)) 1 1
 refused other-data 2 "written with training set size $N, this job has $((N + 1))" \
   train "$WORK/run.ini" --run.dir "$WORK/stop" --resume auto --data.train "$WORK/more"
