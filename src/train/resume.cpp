@@ -164,13 +164,14 @@ void check_position(const std::string& path, const TrainingState& then, const Co
       refuse_position(path, "micro_batches", static_cast<std::int64_t>(then.micro_batches),
                       "fewer than global_step " + std::to_string(then.global_step));
   }
-  // A sound checkpoint this job's settings end before.
-  const bool in_last = then.epoch == config.train.epochs && then.epoch_samples_done > 0;
-  if (then.epoch > config.train.epochs || (in_last && then.elastic_resumes > 0))
-    throw IncompatibleCheckpoint(path + ": written at epoch " + std::to_string(then.epoch) + ", beyond train.epochs " +
-                                 std::to_string(config.train.epochs) + " of this job; raise train.epochs to continue it");
+  // A sound checkpoint this job's settings end before. (With this job's step
+  // arithmetic, a position inside epoch train.epochs + 1 is past its last step.)
   const StepPlan now = plan_steps(config, then.dataset_size, world);
   const bool same_arithmetic = then.elastic_resumes == 0 && written.steps_per_epoch == now.steps_per_epoch;
+  const bool inside_next = then.epoch == config.train.epochs && then.epoch_samples_done > 0;
+  if (then.epoch > config.train.epochs || (inside_next && !same_arithmetic))
+    throw IncompatibleCheckpoint(path + ": written at epoch " + std::to_string(then.epoch) + ", beyond train.epochs " +
+                                 std::to_string(config.train.epochs) + " of this job; raise train.epochs to continue it");
   const std::int64_t last = same_arithmetic           ? now.total_steps
                             : config.train.max_steps > 0 ? config.train.max_steps
                                                          : INT64_MAX;
