@@ -6,7 +6,10 @@
 # counting, the resume says what changed, and the accuracy ends within noise of
 # the uninterrupted run. A checkpoint inside the resumed epoch resumes
 # bit-exactly at its own world size and again at another one; a batch and
-# accumulation change works too; another data set size, seed or model is refused.
+# accumulation change works too, and a shuffle/drop_last change applies from the
+# next epoch; a checkpoint without the elastic attributes continues the same way;
+# another data set size, seed or model (or a continued epoch whose last batch a
+# BatchNorm cannot train on) is refused.
 source "$(dirname "$0")/lib.sh"
 
 N=1001   # not a multiple of 2, 3 or 4: every world pads
@@ -65,11 +68,11 @@ PY
 # sampler_order NAME WORLD EPOCH: every rank's logged order of EPOCH equals
 # what DistributedSampler gives that world from the start (mpiddp inspect sampler,
 # itself checked against PyTorch by test_sampler_vs_torch).
-sampler_order() {
-  local name=$1 world=$2 epoch=$3 r
+sampler_order() {  # sampler_order NAME WORLD EPOCH [inspect sampler flags]
+  local name=$1 world=$2 epoch=$3 r; shift 3
   for ((r = 0; r < world; r++)); do
     [ "$(awk -v e="$epoch" '$1 == e { printf "%s%s", sep, $4; sep = " " }' "$WORK/log/$name-$r")" = \
-      "$("$MPIDDP" inspect sampler --size "$N" --world "$world" --rank "$r" --seed 5 --epoch "$epoch")" ] || return 1
+      "$("$MPIDDP" inspect sampler --size "$N" --world "$world" --rank "$r" --seed 5 --epoch "$epoch" "$@")" ] || return 1
   done
 }
 # Strictly increasing global steps in metrics.jsonl, ending at $2.
@@ -132,6 +135,14 @@ resume_copy stop 3 batch --train.batch_size 8 --train.accumulate 3
 grep -q "^resume: train.batch_size 16 -> 8, train.accumulate 1 -> 3 (global batch 48 -> 72)" "$WORK/batch.log" \
   && padding=$(covered 1 stop batch) && pass "batch 16 -> 8 x 3 micro-batches: each sample once ($padding padding)" \
   || fail "batch change"
+
+# data.shuffle and data.drop_last changed too: the epoch in progress keeps its own (shuffled, undropped) order,
+# the next one is the new settings' own.
+resume_copy stop 2 order --data.shuffle false --data.drop_last true
+grep -q "^resume: world size 3 -> 2, data.shuffle true -> false, data.drop_last false -> true (global batch 48 -> 32)" \
+  "$WORK/order.log" && padding=$(covered 1 stop order) && sampler_order order 2 2 --no-shuffle --drop-last \
+  && pass "shuffle and drop_last changed: epoch 2 each sample once ($padding padding), epoch 3 unshuffled and cut" \
+  || fail "shuffle and drop_last change"
 
 # A checkpoint of older mpiddp (without the elastic attributes: derived from step_in_epoch and its settings)
 # continues at another world size exactly as a new one does; edited elastic attributes are refused.
