@@ -41,6 +41,19 @@ void check_attributes(const TrainingState& s, const std::string& path) {
   at_least(path, "batch_size", s.batch_size, 1);
   at_least(path, "accumulate", s.accumulate, 1);
   at_least(path, "skipped_steps", s.skipped_steps, 0);
+  at_least(path, "elastic_resumes", s.elastic_resumes, 0);
+  at_least(path, "epoch_samples_done", s.epoch_samples_done, 0);
+  at_least(path, "epoch_length", s.epoch_length, 0);
+  if (s.epoch_length > s.dataset_size)
+    refuse(path, "epoch_length", std::to_string(s.epoch_length),
+           "more than the dataset_size " + std::to_string(s.dataset_size));
+  if (s.epoch_samples_done > s.epoch_length)
+    refuse(path, "epoch_samples_done", std::to_string(s.epoch_samples_done),
+           "more than the epoch_length " + std::to_string(s.epoch_length));
+  // An epoch's order exists once a step of it was taken, and then holds a sample.
+  if ((s.epoch_samples_done == 0) != (s.step_in_epoch == 0) || (s.step_in_epoch > 0 && s.epoch_length == 0))
+    refuse(path, "epoch_samples_done", std::to_string(s.epoch_samples_done),
+           "but step_in_epoch is " + std::to_string(s.step_in_epoch));
   // A loss sum is never negative (NaN is possible: skipped non-finite steps add to it).
   if (s.log_window_loss < 0) refuse(path, "log_window_loss", std::to_string(s.log_window_loss), "must not be negative");
   check_name(s, path);
@@ -54,10 +67,13 @@ void check_counters(const TrainingState& s, const std::string& path) {
   if (s.optimizer_steps != s.global_step - s.skipped_steps)
     refuse(path, "optimizer/step", std::to_string(s.optimizer_steps),
            "must be global_step - skipped_steps = " + std::to_string(s.global_step - s.skipped_steps));
+  // (After a resume at another world size or batch the window may hold steps of
+  // a larger global batch: then only whole and not negative.)
   const double samples = s.log_window_samples;
+  const bool one_geometry = s.elastic_resumes == 0;
   if (!(samples >= 0) || samples != std::floor(samples) ||
-      samples > static_cast<double>(s.global_step) * static_cast<double>(s.world_size) *
-                    static_cast<double>(s.batch_size) * static_cast<double>(s.accumulate))
+      (one_geometry && samples > static_cast<double>(s.global_step) * static_cast<double>(s.world_size) *
+                                     static_cast<double>(s.batch_size) * static_cast<double>(s.accumulate)))
     refuse(path, "log_window_samples", std::to_string(samples),
            "must be a whole number of samples, at most those of the steps taken");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
 #include "flat_range.hpp"
+#include "mpiddp/data/sampler.hpp"
 #include "format3.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
@@ -179,6 +181,10 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_int_attribute(f, "shuffle", state.shuffle ? 1 : 0);
     h5::write_int_attribute(f, "drop_last", state.drop_last ? 1 : 0);
     h5::write_int_attribute(f, "skipped_steps", state.skipped_steps);
+    h5::write_int_attribute(f, "epoch_samples_done", state.epoch_samples_done);
+    h5::write_int_attribute(f, "epoch_length", state.epoch_length);
+    h5::write_int_attribute(f, "epoch_shuffled", state.epoch_shuffled ? 1 : 0);
+    h5::write_int_attribute(f, "elastic_resumes", state.elastic_resumes);
     h5::write_double_attribute(f, "log_window_loss", state.log_window_loss);
     h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
     if (!state.run_id.empty()) h5::write_string_attribute(f, "run_id", state.run_id);
@@ -231,6 +237,30 @@ bool read_flag(hid_t f, const char* name, const std::string& path) {
   return value == 1;
 }
 
+// The elastic-resume attributes, or for a file of older mpiddp, the values its
+// one-geometry arithmetic implies (a damaged world size or batch is refused later).
+void read_epoch_order(hid_t f, TrainingState& state, const std::string& path) {
+  if (h5::has_attribute(f, "elastic_resumes"))
+    state.elastic_resumes = h5::read_int_attribute(f, "elastic_resumes", path);
+  state.epoch_order_stored = h5::has_attribute(f, "epoch_samples_done");
+  if (state.epoch_order_stored) {
+    state.epoch_samples_done = h5::read_int_attribute(f, "epoch_samples_done", path);
+    state.epoch_length = h5::read_int_attribute(f, "epoch_length", path);
+    state.epoch_shuffled = read_flag(f, "epoch_shuffled", path);
+    return;
+  }
+  state.epoch_shuffled = state.shuffle;
+  const bool sane = state.world_size >= 1 && state.world_size <= INT32_MAX && state.dataset_size >= 1 &&
+                    state.batch_size >= 1 && state.accumulate >= 1 && state.step_in_epoch >= 0 &&
+                    state.batch_size <= INT32_MAX / state.accumulate;
+  if (!sane || state.step_in_epoch == 0) return;
+  const int world = static_cast<int>(state.world_size);
+  state.epoch_length = epoch_order_length(state.dataset_size, world, state.drop_last);
+  if (state.epoch_length < 1) return;
+  state.epoch_samples_done =
+      samples_consumed(state.epoch_length, world, state.batch_size * state.accumulate, state.step_in_epoch);
+}
+
 TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& path) {
   TrainingState state;
   state.epoch = h5::read_int_attribute(f, "epoch", path);
@@ -254,6 +284,7 @@ TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& p
     state.drop_last = read_flag(f, "drop_last", path);
   }
   state.skipped_steps = h5::read_int_attribute(f, "skipped_steps", path);
+  read_epoch_order(f, state, path);
   state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
   state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
   if (h5::has_attribute(f, "run_id")) state.run_id = h5::read_string_attribute(f, "run_id", path);

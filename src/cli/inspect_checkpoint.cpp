@@ -76,7 +76,8 @@ int inspect_checkpoint(const std::string& path) {
   h5::silence_errors();
   h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw InputError(path + ": not a readable HDF5 file");
-  for (const char* key : {"format_version", "epoch", "step_in_epoch", "global_step", "world_size", "seed"})
+  for (const char* key : {"format_version", "epoch", "step_in_epoch", "global_step", "world_size", "seed",
+                          "epoch_samples_done", "epoch_length", "elastic_resumes"})
     if (h5::has_attribute(file.get(), key))
       std::printf("%s = %lld\n", key, static_cast<long long>(h5::read_int_attribute(file.get(), key, path)));
   if (h5::has_attribute(file.get(), "run_id"))  // which run it belongs to (retention counts only that run's)

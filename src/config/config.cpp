@@ -257,6 +257,9 @@ void describe(Schema& s, Config& c) {
   s.add("debug.fail_mode", &c.debug.fail_mode, "test hook: {}");
   s.add("debug.emulate_device", &c.debug.emulate_device,
         "test hook: train on an emulated GPU (CPU arithmetic, separate memory, host-staged MPI)");
+  s.add("debug.sample_log", &c.debug.sample_log,
+        "test hook: every rank appends 'epoch global_step rank index padding' per training sample to this path "
+        "(%r: the rank; without %r, .rank-R is appended); empty = off");
 }
 
 std::vector<int> parse_widths(const std::string& where, const std::string& text) {

@@ -44,6 +44,9 @@ void Checkpointer::save(const ResumePoint& point, const WindowTotals& window, st
   TrainingState state = session_.state;
   state.epoch = point.epoch;
   state.step_in_epoch = point.step_in_epoch;
+  state.epoch_samples_done = point.samples_done;
+  state.epoch_length = point.length;
+  state.epoch_shuffled = point.shuffled;
   state.log_window_loss = window.loss;
   state.log_window_samples = window.samples;
   state.skipped_steps = skipped_steps;

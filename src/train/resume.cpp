@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/train/session.hpp"
 
@@ -15,23 +17,20 @@ namespace {
 
 std::string text_of(std::int64_t value) { return std::to_string(value); }
 std::string text_of(std::uint64_t value) { return std::to_string(value); }
-std::string text_of(bool value) { return value ? "true" : "false"; }
 
-// The settings that fix which samples the remaining steps see, in which order.
-void check_same_sample_order(const std::string& path, const TrainingState& then, const TrainingState& now) {
+// What a resume cannot change: the data set's size and train.seed fix every
+// epoch's order, so the finished steps' samples would no longer be a part of
+// the epoch in progress. (World size, batch, accumulation, shuffle and drop_last
+// may change: see elastic.hpp.)
+void check_same_data(const std::string& path, const TrainingState& then, const TrainingState& now) {
   auto require_same = [&](const char* what, auto written, auto current) {
     if (written == current) return;
     throw IncompatibleCheckpoint(path + ": written with " + what + " " + text_of(written) + ", this job has " +
                                  text_of(current) + "; the rest of the run would see other samples, so resume with " +
                                  "the same " + what);
   };
-  require_same("world size", then.world_size, now.world_size);
   require_same("training set size", then.dataset_size, now.dataset_size);
   require_same("train.seed", then.seed, now.seed);
-  require_same("train.batch_size", then.batch_size, now.batch_size);
-  require_same("train.accumulate", then.accumulate, now.accumulate);
-  require_same("data.shuffle", then.shuffle, now.shuffle);
-  require_same("data.drop_last", then.drop_last, now.drop_last);
 }
 
 // A layer list as written, without the spaces that do not change it.
@@ -93,10 +92,27 @@ void check_same_widths(const std::string& path, const TrainingState& then, const
                    " (damaged or edited checkpoint)");
 }
 
-// The position must be one this run's step plan can reach: a step number out of
-// it would train on other samples, and save over other checkpoints' names.
-void check_position(const std::string& path, const TrainingState& then, const Config& config, int world) {
-  const StepPlan plan = plan_steps(config, then.dataset_size, world);
+// The step arithmetic of the run that wrote the checkpoint (its world size,
+// batch, accumulation and drop_last), with this job's epochs and max_steps.
+StepPlan writers_plan(const std::string& path, const TrainingState& then, const Config& config) {
+  auto fits_int = [&](const char* attribute, std::int64_t value) {
+    if (value > INT32_MAX) refuse_position(path, attribute, value, "more than any run can have");
+  };
+  fits_int("world_size", then.world_size);
+  fits_int("batch_size", then.batch_size);
+  fits_int("accumulate", then.accumulate);
+  if (then.batch_size * then.accumulate > INT32_MAX)
+    refuse_position(path, "accumulate", then.accumulate, "too many samples per step with its batch_size");
+  Config writer = config;
+  writer.train.batch_size = static_cast<int>(then.batch_size);
+  writer.train.accumulate = static_cast<int>(then.accumulate);
+  writer.data.drop_last = then.drop_last;
+  return plan_steps(writer, then.dataset_size, static_cast<int>(then.world_size));
+}
+
+// A run that kept one geometry: its position is the plain arithmetic of the
+// writer's step plan, checked to the last counter.
+void check_one_geometry(const std::string& path, const TrainingState& then, const StepPlan& plan, int epochs) {
   const std::int64_t per_epoch = plan.steps_per_epoch;
   if (then.step_in_epoch > per_epoch)
     refuse_position(path, "step_in_epoch", then.step_in_epoch,
@@ -104,7 +120,7 @@ void check_position(const std::string& path, const TrainingState& then, const Co
   // epoch x steps per epoch + step_in_epoch, checked for overflow (absurd epochs).
   const bool consistent = then.epoch <= (INT64_MAX - then.step_in_epoch) / per_epoch &&
                           then.epoch * per_epoch + then.step_in_epoch == then.global_step;
-  if (!consistent && then.epoch > config.train.epochs)
+  if (!consistent && then.epoch > epochs)
     refuse_position(path, "epoch", then.epoch,
                     "but global step " + std::to_string(then.global_step) + " is in epoch " +
                         std::to_string(then.global_step / per_epoch));
@@ -112,20 +128,57 @@ void check_position(const std::string& path, const TrainingState& then, const Co
     refuse_position(path, "global_step", then.global_step,
                     "but epoch " + std::to_string(then.epoch) + " step " + std::to_string(then.step_in_epoch) +
                         " is global step " + std::to_string(then.epoch * per_epoch + then.step_in_epoch));
-  // A sound checkpoint this job's settings end before.
-  if (then.epoch > config.train.epochs)
-    throw IncompatibleCheckpoint(path + ": written at epoch " + std::to_string(then.epoch) + ", beyond train.epochs " +
-                                 std::to_string(config.train.epochs) + " of this job; raise train.epochs to continue it");
-  if (then.global_step > plan.total_steps)
-    throw IncompatibleCheckpoint(path + ": written at global step " + std::to_string(then.global_step) +
-                                 ", past the last step " + std::to_string(plan.total_steps) +
-                                 " of this job; raise train.max_steps to continue it");
   // Every step takes `accumulate` micro-batches, the last of an epoch what is left.
   const std::int64_t micro = then.epoch * plan.batches_per_epoch +
-                             std::min(then.step_in_epoch * config.train.accumulate, plan.batches_per_epoch);
+                             std::min(then.step_in_epoch * then.accumulate, plan.batches_per_epoch);
   if (static_cast<std::int64_t>(then.micro_batches) != micro)
     refuse_position(path, "micro_batches", static_cast<std::int64_t>(then.micro_batches),
                     "but global step " + std::to_string(then.global_step) + " has consumed " + std::to_string(micro));
+  if (!then.epoch_order_stored || then.step_in_epoch == 0) return;
+  const int world = static_cast<int>(then.world_size);
+  const std::int64_t length = epoch_order_length(then.dataset_size, world, then.drop_last);
+  if (then.epoch_length != length)
+    refuse_position(path, "epoch_length", then.epoch_length,
+                    "but world size " + std::to_string(world) + " orders " + std::to_string(length) + " samples");
+  const std::int64_t done = samples_consumed(length, world, then.batch_size * then.accumulate, then.step_in_epoch);
+  if (then.epoch_samples_done != done)
+    refuse_position(path, "epoch_samples_done", then.epoch_samples_done,
+                    "but step " + std::to_string(then.step_in_epoch) + " of the epoch has consumed " +
+                        std::to_string(done));
+  if (then.epoch_shuffled != then.shuffle)
+    refuse_position(path, "epoch_shuffled", then.epoch_shuffled ? 1 : 0, "but the run's data.shuffle differs");
+}
+
+// The position must be one this run can continue from: a step number out of the
+// writer's plan would train on other samples, and save over other checkpoints' names.
+void check_position(const std::string& path, const TrainingState& then, const Config& config, int world) {
+  const StepPlan written = writers_plan(path, then, config);
+  if (then.elastic_resumes == 0) {
+    check_one_geometry(path, then, written, config.train.epochs);
+  } else {
+    // Steps of another geometry came before: only what holds for any history.
+    if (then.step_in_epoch > then.global_step)
+      refuse_position(path, "step_in_epoch", then.step_in_epoch,
+                      "more than global_step " + std::to_string(then.global_step));
+    if (static_cast<std::int64_t>(then.micro_batches) < then.global_step)
+      refuse_position(path, "micro_batches", static_cast<std::int64_t>(then.micro_batches),
+                      "fewer than global_step " + std::to_string(then.global_step));
+  }
+  // A sound checkpoint this job's settings end before. (With this job's step
+  // arithmetic, a position inside epoch train.epochs + 1 is past its last step.)
+  const StepPlan now = plan_steps(config, then.dataset_size, world);
+  const bool same_arithmetic = then.elastic_resumes == 0 && written.steps_per_epoch == now.steps_per_epoch;
+  const bool inside_next = then.epoch == config.train.epochs && then.epoch_samples_done > 0;
+  if (then.epoch > config.train.epochs || (inside_next && !same_arithmetic))
+    throw IncompatibleCheckpoint(path + ": written at epoch " + std::to_string(then.epoch) + ", beyond train.epochs " +
+                                 std::to_string(config.train.epochs) + " of this job; raise train.epochs to continue it");
+  const std::int64_t last = same_arithmetic           ? now.total_steps
+                            : config.train.max_steps > 0 ? config.train.max_steps
+                                                         : INT64_MAX;
+  if (then.global_step > last)
+    throw IncompatibleCheckpoint(path + ": written at global step " + std::to_string(then.global_step) +
+                                 ", past the last step " + std::to_string(last) +
+                                 " of this job; raise train.max_steps to continue it");
 }
 
 // --resume auto's candidates, newest first: the complete checkpoints of the run
@@ -165,7 +218,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
     try {
       // Checked before any array is loaded.
       const auto accept = [&](const TrainingState& then) {
-        check_same_sample_order(candidates[i], then, fresh_training_state(config, world, dataset_size));
+        check_same_data(candidates[i], then, fresh_training_state(config, world, dataset_size));
         check_same_layers(candidates[i], then, config);
         check_position(candidates[i], then, config, world);
         check_same_widths(candidates[i], then, config);
@@ -207,16 +260,29 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
   if (resume.empty()) return std::nullopt;
   std::optional<TrainingState> state;
   agree_or_fail(comm, [&] {
-    if (comm.rank() == 0) state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size(), shards);
+    if (comm.rank() == 0)
+      state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size(), shards);
   });
-  std::int64_t header[6] = {};
+  // The position and the writer's geometry reach every rank (an elastic resume
+  // splits the rest of the epoch by them).
+  std::int64_t header[15] = {};
   if (state) {
-    header[0] = 1;
-    header[1] = state->epoch;
-    header[2] = state->step_in_epoch;
-    header[3] = state->global_step;
-    header[4] = static_cast<std::int64_t>(state->micro_batches);
-    header[5] = optimizer.steps_taken();
+    const std::int64_t values[15] = {1,
+                                     state->epoch,
+                                     state->step_in_epoch,
+                                     state->global_step,
+                                     static_cast<std::int64_t>(state->micro_batches),
+                                     optimizer.steps_taken(),
+                                     state->epoch_samples_done,
+                                     state->epoch_length,
+                                     state->epoch_shuffled ? 1 : 0,
+                                     state->elastic_resumes,
+                                     state->world_size,
+                                     state->batch_size,
+                                     state->accumulate,
+                                     state->shuffle ? 1 : 0,
+                                     state->drop_last ? 1 : 0};
+    std::copy(std::begin(values), std::end(values), std::begin(header));
   }
   comm.broadcast(header, sizeof(header), 0);
   if (header[0] == 0) return std::nullopt;
@@ -226,8 +292,16 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
     state->step_in_epoch = header[2];
     state->global_step = header[3];
     state->micro_batches = static_cast<std::uint64_t>(header[4]);
-    state->world_size = comm.size();
     optimizer.set_steps_taken(header[5]);
+    state->epoch_samples_done = header[6];
+    state->epoch_length = header[7];
+    state->epoch_shuffled = header[8] != 0;
+    state->elastic_resumes = header[9];
+    state->world_size = header[10];
+    state->batch_size = header[11];
+    state->accumulate = header[12];
+    state->shuffle = header[13] != 0;
+    state->drop_last = header[14] != 0;
   }
   // Host copies travel over MPI (rank 0 read them), then go to each device.
   comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);

@@ -9,6 +9,7 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/nn/model_builder.hpp"
+#include "mpiddp/train/elastic.hpp"
 #include "mpiddp/train/memory_budget.hpp"
 #include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_directory.hpp"
@@ -30,8 +31,10 @@ int blas_threads_for(const TrainConfig& train, int local_size) {
 // a layer cannot train on (BatchNorm needs 2 samples when each has one value
 // per channel) would stop every rank mid-epoch, each with its own message:
 // refused here, before anything starts, with the numbers that cause it.
-void check_training_batches(const Sequential& model, const Config& config, std::int64_t dataset_size, int world) {
-  const std::int64_t per_rank = samples_per_rank(dataset_size, world, config.data.drop_last);
+// `per_rank`: a rank's samples in the epoch (`which`: "every epoch", or the
+// resumed one).
+void check_training_batches(const Sequential& model, const Config& config, std::int64_t per_rank,
+                            const std::string& which) {
   const std::int64_t batch = config.train.batch_size;
   const std::int64_t smallest = std::min(batch, per_rank % batch == 0 ? batch : per_rank % batch);
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
@@ -40,7 +43,7 @@ void check_training_batches(const Sequential& model, const Config& config, std::
     const std::string why = smallest == batch ? "train.batch_size is " + std::to_string(batch)
                                               : "with " + std::to_string(per_rank) +
                                                     " samples per rank and train.batch_size " + std::to_string(batch) +
-                                                    ", the last batch of every epoch has " + std::to_string(smallest);
+                                                    ", the last batch of " + which + " has " + std::to_string(smallest);
     throw InputError("model.layers: " + layer_position(i) + " " + model.layers()[i]->kind() +
                      ": a training batch needs at least " + std::to_string(needed) +
                      " samples (with 1 value per channel, fewer have no variance), but " + why +
@@ -122,7 +125,8 @@ void TrainingSession::open_data(int ranks_on_node) {
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
-    check_training_batches(*model, config, train_data->size(), comm.size());
+    check_training_batches(*model, config, samples_per_rank(train_data->size(), comm.size(), config.data.drop_last),
+                           "every epoch");
     model->set_cross_rank(compute.transport.get());
   });
   reducer = std::make_unique<GradientReducer>(
@@ -159,11 +163,23 @@ void TrainingSession::restore(const std::string& resume) {
   resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm,
                             shards);
   if (!resumed && !config.model.init.empty()) start_from_initial_weights();
+  // An epoch continued at another world size ends with its own last batch.
+  if (resumed && resumed->epoch_samples_done > 0)
+    agree_or_fail(comm, [&] {
+      check_training_batches(*model, config,
+                             remaining_per_rank(resumed->epoch_length, resumed->epoch_samples_done, comm.size()),
+                             "the resumed epoch " + std::to_string(resumed->epoch + 1));
+    });
   if (resumed) {
     state.epoch = resumed->epoch;
     state.step_in_epoch = resumed->step_in_epoch;
     state.global_step = resumed->global_step;
     state.micro_batches = resumed->micro_batches;
+    // The epoch in progress keeps its own order, whatever this job's settings.
+    state.epoch_samples_done = resumed->epoch_samples_done;
+    state.epoch_length = resumed->epoch_length;
+    state.epoch_shuffled = resumed->epoch_shuffled;
+    state.elastic_resumes = resumed->elastic_resumes + (geometry_changed(*resumed, state) ? 1 : 0);
   }
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
@@ -218,6 +234,8 @@ void TrainingSession::print_banner() const {
   std::printf("%lld steps per epoch, global batch %lld (%d per rank x %d micro-batch(es) x %d rank(s))\n",
               static_cast<long long>(plan.steps_per_epoch), static_cast<long long>(plan.global_batch),
               config.train.batch_size, config.train.accumulate, comm.size());
+  if (resumed && geometry_changed(*resumed, state))
+    std::printf("%s\n", describe_elastic_resume(*resumed, state, config, plan).c_str());
   std::fflush(stdout);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/json.hpp"
@@ -13,9 +14,11 @@
 #include "mpiddp/dist/watchdog.hpp"
 #include "mpiddp/train/batch_source.hpp"
 #include "mpiddp/train/checkpointer.hpp"
+#include "mpiddp/train/elastic.hpp"
 #include "mpiddp/train/evaluation.hpp"
 #include "mpiddp/train/failure_injection.hpp"
 #include "mpiddp/train/progress.hpp"
+#include "mpiddp/train/sample_log.hpp"
 #include "mpiddp/train/session.hpp"
 #include "mpiddp/train/signals.hpp"
 #include "mpiddp/train/step.hpp"
@@ -48,12 +51,13 @@ class Trainer {
                  *session.compute.device),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
+    agree_or_fail(s_.comm, [&] { sample_log_.emplace(config_.debug.sample_log, s_.comm.rank()); });
   }
 
   TrainSummary run() {
     summary_.world_size = s_.comm.size();
     summary_.global_batch = s_.plan.global_batch;
-    for (; state_.epoch < config_.train.epochs && state_.global_step < s_.plan.total_steps; ++state_.epoch) {
+    for (; state_.epoch < config_.train.epochs && !max_steps_reached(state_.global_step); ++state_.epoch) {
       if (!run_epoch()) break;  // stopped by a signal, or max_steps inside the epoch
       end_epoch();
     }
@@ -63,45 +67,69 @@ class Trainer {
   }
 
  private:
-  // The steps of epoch state_.epoch from state_.step_in_epoch on. False when the
-  // epoch did not end (a stop signal or train.max_steps).
+  // train.max_steps caps the steps taken (global_step), whatever the world size.
+  bool max_steps_reached(std::int64_t global_step) const {
+    return config_.train.max_steps > 0 && global_step >= config_.train.max_steps;
+  }
+
+  // The rest of epoch state_.epoch, from the samples of its order already done
+  // on. False when the epoch did not end (a stop signal or train.max_steps).
   bool run_epoch() {
     const auto epoch_start = Clock::now();
-    batches_.start_epoch(remaining_order(), static_cast<std::uint64_t>(state_.epoch));
-    const std::int64_t first_step = state_.step_in_epoch;
-    for (; state_.step_in_epoch < s_.plan.steps_per_epoch && state_.global_step < s_.plan.total_steps;
-         ++state_.step_in_epoch) {
+    start_epoch();
+    batches_.start_epoch(share_.indices, static_cast<std::uint64_t>(state_.epoch));
+    std::int64_t step = 0;
+    for (; step < epoch_steps_left_ && !max_steps_reached(state_.global_step); ++step) {
       if (!run_step()) break;
+      ++state_.step_in_epoch;
+      state_.epoch_samples_done = samples_done_after(step + 1);
       if (progress_due()) {
-        const double per_step =
-            seconds_since(epoch_start) / static_cast<double>(state_.step_in_epoch + 1 - first_step);
-        record_progress(per_step * static_cast<double>(s_.plan.total_steps - state_.global_step));
+        const double per_step = seconds_since(epoch_start) / static_cast<double>(step + 1);
+        record_progress(per_step * static_cast<double>(steps_left_in_run()));
       }
       if (checkpointer_.due_after_step(state_.global_step))
-        checkpointer_.save({state_.epoch, state_.step_in_epoch + 1}, progress_.totals(), skipped_steps_, false);
+        checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);
     }
     train_s_ += seconds_since(epoch_start);
     data_wait_s_ += batches_.wait_s();
-    return !summary_.preempted && state_.step_in_epoch == s_.plan.steps_per_epoch;
+    return !summary_.preempted && step == epoch_steps_left_;
   }
 
-  // This rank's share of the epoch's sampler order, less what the finished steps
-  // of a resumed epoch consumed.
-  std::vector<std::int64_t> remaining_order() const {
+  // This rank's share of the rest of the epoch: of its whole order at a fresh
+  // start (PyTorch's DistributedSampler), of what the finished steps left of it
+  // after a resume, at whatever world size those steps ran.
+  void start_epoch() {
+    if (state_.epoch_samples_done == 0) {  // not begun: this job's settings order it
+      state_.epoch_length = epoch_order_length(s_.train_data->size(), s_.comm.size(), config_.data.drop_last);
+      state_.epoch_shuffled = config_.data.shuffle;
+    }
     SamplerOptions sampling;
     sampling.size = s_.train_data->size();
     sampling.world = s_.comm.size();
     sampling.rank = s_.comm.rank();
     sampling.seed = config_.train.seed;
     sampling.epoch = static_cast<std::uint64_t>(state_.epoch);
-    sampling.shuffle = config_.data.shuffle;
-    sampling.drop_last = config_.data.drop_last;
-    std::vector<std::int64_t> order = distributed_sampler_indices(sampling);
-    const std::size_t consumed = std::min(
-        order.size(),
-        static_cast<std::size_t>(state_.step_in_epoch * config_.train.accumulate * config_.train.batch_size));
-    order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(consumed));
-    return order;
+    sampling.shuffle = state_.epoch_shuffled;
+    share_ = remaining_share(sampling, state_.epoch_length, state_.epoch_samples_done);
+    segment_start_ = state_.epoch_samples_done;
+    epoch_steps_left_ = steps_left_in_epoch(config_, state_.epoch_length, segment_start_, s_.comm.size());
+    epoch_steps_ = state_.step_in_epoch + epoch_steps_left_;
+  }
+
+  // Every rank has read the same count of its share: together a prefix of the
+  // rest of the epoch's order (the padding at its end aside).
+  std::int64_t samples_done_after(std::int64_t steps) const {
+    const std::int64_t per_step = static_cast<std::int64_t>(config_.train.batch_size) * config_.train.accumulate;
+    const auto read = std::min(static_cast<std::int64_t>(share_.indices.size()), steps * per_step);
+    return std::min(state_.epoch_length, segment_start_ + read * s_.comm.size());
+  }
+
+  // For the ETA: the rest of this epoch, then whole epochs of this job's plan.
+  std::int64_t steps_left_in_run() const {
+    const std::int64_t in_epoch = epoch_steps_ - state_.step_in_epoch;
+    std::int64_t left = in_epoch + (config_.train.epochs - state_.epoch - 1) * s_.plan.steps_per_epoch;
+    if (config_.train.max_steps > 0) left = std::min(left, config_.train.max_steps - state_.global_step);
+    return left;
   }
 
   // One optimizer step. False when a stop signal ended the run (checkpointed).
@@ -123,6 +151,7 @@ class Trainer {
     if (flags[1] != 0) checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);
 
     inject_failure(config_.debug, s_.comm.rank(), step, micro_);
+    log_samples(step);
     const LossResult r = compute_step(step);
     apply_update(r, step);
     state_.micro_batches += micro_.size();
@@ -149,14 +178,13 @@ class Trainer {
     StepInputs in;
     in.micro_batches = &micro_;
     in.classification = s_.classification;
-    in.lr = lr_ = schedule_.at(step);
+    in.lr = lr_ = schedule_.at(schedule_step(s_.plan, state_.epoch, state_.epoch_samples_done));
     in.context.seed = config_.train.seed;
     in.context.stream = static_cast<std::uint64_t>(s_.comm.rank());
     in.context.counter = state_.micro_batches;
     in.first_staged = batches_.staged_first();
     in.while_device_runs = [&] {
-      const bool another_step = state_.step_in_epoch + 1 < s_.plan.steps_per_epoch &&
-                                state_.global_step + 1 < s_.plan.total_steps;
+      const bool another_step = state_.step_in_epoch + 1 < epoch_steps_ && !max_steps_reached(state_.global_step + 1);
       if (!another_step) return;
       TraceSpan prefetch("prefetch");
       batches_.prefetch(state_.micro_batches + micro_.size());
@@ -186,17 +214,17 @@ class Trainer {
     }
   }
 
+  // Called after a step (global_step and step_in_epoch count it).
   bool progress_due() const {
-    const bool last_of_epoch =
-        state_.step_in_epoch + 1 == s_.plan.steps_per_epoch || state_.global_step == s_.plan.total_steps;
+    const bool last_of_epoch = state_.step_in_epoch == epoch_steps_ || max_steps_reached(state_.global_step);
     return state_.global_step % config_.train.log_every == 0 || last_of_epoch;
   }
 
   void record_progress(double eta_s) {
     RecordPoint at;
     at.epoch = state_.epoch + 1;
-    at.step_in_epoch = state_.step_in_epoch + 1;
-    at.steps_per_epoch = s_.plan.steps_per_epoch;
+    at.step_in_epoch = state_.step_in_epoch;
+    at.steps_per_epoch = epoch_steps_;
     at.global_step = state_.global_step;
     at.lr = lr_;
     at.eta_s = eta_s;
@@ -209,8 +237,9 @@ class Trainer {
     summary_.epochs = completed;
     if (s_.test_data) evaluate_epoch(completed);
     if (checkpointer_.due_after_epoch(completed))
-      checkpointer_.save({completed, 0}, progress_.totals(), skipped_steps_, true);
+      checkpointer_.save({completed, 0, 0, 0, config_.data.shuffle}, progress_.totals(), skipped_steps_, true);
     state_.step_in_epoch = 0;
+    state_.epoch_samples_done = state_.epoch_length = 0;  // the next epoch is ordered when it starts
   }
 
   void evaluate_epoch(std::int64_t completed) {
@@ -233,7 +262,17 @@ class Trainer {
     s_.output->metric(json_line(record));
   }
 
-  ResumePoint position() const { return {state_.epoch, state_.step_in_epoch}; }
+  ResumePoint position() const {
+    return {state_.epoch, state_.step_in_epoch, state_.epoch_samples_done, state_.epoch_length, state_.epoch_shuffled};
+  }
+
+  // debug.sample_log: the indices the step about to run trains on.
+  void log_samples(std::int64_t step) {
+    if (!sample_log_->enabled()) return;
+    const std::size_t per_step = static_cast<std::size_t>(config_.train.batch_size) * config_.train.accumulate;
+    const auto first = static_cast<std::size_t>(state_.step_in_epoch - (epoch_steps_ - epoch_steps_left_)) * per_step;
+    sample_log_->record(state_.epoch, step, share_.indices, share_.real, first, first + per_step);
+  }
 
   TrainSummary finish();
 
@@ -246,6 +285,11 @@ class Trainer {
   Checkpointer checkpointer_;
   TraceWindow tracing_;
   std::vector<Batch> micro_;
+  // The rest of the epoch in progress: this rank's share, where in the epoch's
+  // order it began, its steps, and the epoch's steps in all (for progress lines).
+  RemainingShare share_;
+  std::int64_t segment_start_ = 0, epoch_steps_left_ = 0, epoch_steps_ = 0;
+  std::optional<SampleLog> sample_log_;
   double lr_ = 0.0;
   std::int64_t skipped_steps_ = 0;
   double train_s_ = 0.0, data_wait_s_ = 0.0, local_samples_ = 0.0;

@@ -43,6 +43,18 @@ struct TrainingState {
   bool shuffle = true;             // data.shuffle
   bool drop_last = false;          // data.drop_last
   std::int64_t skipped_steps = 0;  // steps dropped by train.nonfinite = skip
+  // The epoch in progress as a part of its global order (see sampler.hpp), so a
+  // resume at another world size or batch continues it: the prefix of the order
+  // the finished steps consumed, the order's length (padding aside) and whether it
+  // is shuffled. Files without them (older mpiddp) get them derived from
+  // step_in_epoch and the sample-order settings above (epoch_order_stored false).
+  std::int64_t epoch_samples_done = 0;
+  std::int64_t epoch_length = 0;   // 0 while the epoch has not begun (done = 0)
+  bool epoch_shuffled = true;
+  bool epoch_order_stored = false; // read: the file had the three attributes
+  // Resumes that changed the world size or a sample-order setting; while 0, the
+  // position is the plain arithmetic of one geometry and is checked as such.
+  std::int64_t elastic_resumes = 0;
   // The progress record in progress: loss and samples (all ranks) since the last
   // metrics.jsonl line, so a resumed run writes the same records.
   double log_window_loss = 0.0, log_window_samples = 0.0;

@@ -108,6 +108,7 @@ struct DebugConfig {                 // failure injection for tests; not for pro
   std::int64_t fail_step = -1;       // global optimizer step (0-based) at which to fail
   FailMode fail_mode = FailMode::none;
   bool emulate_device = false;       // train on the emulated GPU (see make_emulated_device)
+  std::string sample_log;            // per-rank record of the training samples (elastic resume tests)
 };
 
 struct Config {

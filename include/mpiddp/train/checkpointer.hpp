@@ -10,9 +10,12 @@
 
 namespace mpiddp {
 
-// The next step a resume takes: epoch (0-based) and steps of it already done.
+// The next step a resume takes: epoch (0-based), steps of it already done, and
+// the part of the epoch's global order they consumed (see TrainingState).
 struct ResumePoint {
   std::int64_t epoch = 0, step_in_epoch = 0;
+  std::int64_t samples_done = 0, length = 0;
+  bool shuffled = true;
 };
 
 class Checkpointer {

@@ -11,16 +11,17 @@
 namespace mpiddp {
 
 // The state of a run at its start: position 0, and the settings that fix its
-// sample order, which every checkpoint records and a resume must match.
+// sample order, which every checkpoint records (a resume must match the data
+// set size and seed; the others may change: elastic.hpp).
 TrainingState fresh_training_state(const Config& config, int world_size, std::int64_t dataset_size);
 
 // `resume`: "" (fresh start), "auto" (newest complete checkpoint in `directory`
 // of the run that `latest` names, fresh start if there is none), or a checkpoint
-// path. Refuses a checkpoint whose sample order differs from this run's: another
-// world size, data set size, seed, batch size, accumulation, shuffle or
-// drop_last, or a position this job's train.epochs / max_steps end before
-// (IncompatibleCheckpoint); and one whose position does not fit the step plan
-// (InputError, like a damaged file: auto falls back to an older one).
+// path. Another world size, batch size, accumulation, shuffle or drop_last is
+// an elastic resume (elastic.hpp). Refuses a checkpoint of another data set size,
+// seed or model, or a position this job's train.epochs / max_steps end before
+// (IncompatibleCheckpoint); and one whose position does not fit the writer's
+// step arithmetic (InputError, like a damaged file: auto falls back to an older one).
 // Returns nullopt for a fresh start. `shards` (ddp.zero_stage = 1 on several
 // ranks): each rank loads only its shard of the optimizer state.
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
