@@ -87,6 +87,17 @@ train 3 r3 --ddp.zero_stage 1 --resume auto
 [ "$rc" = 75 ] && same_parameters "$(latest_checkpoint "$WORK/w3s1")" "$(latest_checkpoint "$WORK/r3")" \
   && pass "world 3 stage 1 resume: identical to the uninterrupted stage-1 run" || fail "world 3 stage 1 resume (stop rc $rc)"
 
+# Elastic resume (another world size) with sharded state: one world-3 stage-0 checkpoint resumed at world 2,
+# under stage 0 and under stage 1 (shards of another size than the writer's), ends identically.
+rc=0; run_ranks 3 train "$WORK/run.ini" --run.dir "$WORK/el0" --ddp.zero_stage 0 --debug.fail_rank 1 \
+  --debug.fail_step 12 --debug.fail_mode signal > "$WORK/el0a.log" 2>&1 || rc=$?
+[ "$rc" = 75 ] || fail "elastic: stop at world 3, exit $rc"
+cp -a "$WORK/el0" "$WORK/el1"
+train 2 el0 --ddp.zero_stage 0 --resume auto
+train 2 el1 --ddp.zero_stage 1 --resume auto
+same_parameters "$(latest_checkpoint "$WORK/el0")" "$(latest_checkpoint "$WORK/el1")" \
+  && pass "world 3 -> 2 elastic resume: stage 1 ends as stage 0" || fail "elastic resume: stages differ"
+
 # The emulated GPU (separate memory, host-staged MPI): stage 1 equals stage 0, device peak reported.
 train 2 e0 --debug.emulate_device true --train.share_device true --ddp.zero_stage 0
 train 2 e1 --debug.emulate_device true --train.share_device true --ddp.zero_stage 1
