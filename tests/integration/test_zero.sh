@@ -87,6 +87,14 @@ train 3 r3 --ddp.zero_stage 1 --resume auto
 [ "$rc" = 75 ] && same_parameters "$(latest_checkpoint "$WORK/w3s1")" "$(latest_checkpoint "$WORK/r3")" \
   && pass "world 3 stage 1 resume: identical to the uninterrupted stage-1 run" || fail "world 3 stage 1 resume (stop rc $rc)"
 
+# A model smaller than four shards (27 floats: ranks 2 and 3 own nothing) through a stop and resume at world 4.
+rc=0; run_ranks 4 train "$WORK/run.ini" --run.dir "$WORK/tiny" --model.hidden 2 --ddp.zero_stage 1 --debug.fail_rank 3 \
+  --debug.fail_step 10 --debug.fail_mode signal > "$WORK/tiny1.log" 2>&1 || rc=$?
+train 4 tiny --model.hidden 2 --ddp.zero_stage 1 --resume auto
+train 4 tiny-straight --model.hidden 2 --ddp.zero_stage 1
+[ "$rc" = 75 ] && same_parameters "$(latest_checkpoint "$WORK/tiny")" "$(latest_checkpoint "$WORK/tiny-straight")" \
+  && pass "empty shards (world 4, 27 parameters): resumed = uninterrupted" || fail "empty shards: stop rc $rc or differs"
+
 # Elastic resume (another world size) with sharded state: one world-3 stage-0 checkpoint resumed at world 2,
 # under stage 0 and under stage 1 (shards of another size than the writer's), ends identically.
 rc=0; run_ranks 3 train "$WORK/run.ini" --run.dir "$WORK/el0" --ddp.zero_stage 0 --debug.fail_rank 1 \
