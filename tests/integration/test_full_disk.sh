@@ -28,6 +28,16 @@ else fail "full disk: rc $rc"; tail -3 "$WORK/full.log"; fi
   && pass "previous checkpoint $before intact, latest unchanged" || fail "previous checkpoint damaged"
 compgen -G "$dir/*.tmp" >/dev/null && fail "temporary file left behind" || pass "no temporary file left"
 
+# ddp.zero_stage = 1: rank 0 fails while the other rank serves its optimizer shard; one line, no hang.
+rc=0
+run_ranks 2 "${run[@]}" --train.epochs 2 --resume auto --ddp.zero_stage 1 > "$WORK/full1.log" 2>&1 || rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^mpiddp: error' "$WORK/full1.log")" = 1 ] && \
+   grep -q "^mpiddp: error: rank 0: .*ckpt-step-.*\.h5.*(disk full?)" "$WORK/full1.log"; then
+  pass "full disk at zero_stage 1: $(grep '^mpiddp: error' "$WORK/full1.log")"
+else fail "full disk at zero_stage 1: rc $rc"; tail -3 "$WORK/full1.log"; fi
+[ "$(cat "$dir/latest" 2>/dev/null)" = "$before" ] && ! compgen -G "$dir/*.tmp" >/dev/null \
+  && pass "zero_stage 1: previous checkpoint kept, no temporary file" || fail "zero_stage 1: checkpoints touched"
+
 rm "$WORK/fs/filler"
 run_ranks 2 "${run[@]}" --train.epochs 2 --resume auto >/dev/null 2>&1 \
   && pass "with space again, the run resumes and finishes" || fail "resume after full disk"
