@@ -121,7 +121,7 @@ SelectTypeParameters=CR_CPU
 MpiDefault=pmix
 ReturnToService=2
 SlurmdParameters=config_overrides
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0$1
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0${1:-}
 MinJobAge=4
 KillWait=5
 JobRequeue=1
