@@ -46,7 +46,13 @@ void ProcessGroup::set_up_peer_probe() {
   probe_.set_table(std::move(table), rank_);
   int usable = probe_.enabled() && (world_size_ == 1 || probe_.answers((rank_ + 1) % world_size_, 5.0)) ? 1 : 0;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(peer probe)");
-  if (!usable) probe_.disable();
+  if (!usable) {
+    probe_.disable();
+    if (rank_ == 0)
+      std::fprintf(stderr,
+                   "note: peer probes are off (some rank's hostname does not lead to it from the next rank): a lost "
+                   "rank ends the job after dist.timeout_s, without being named\n");
+  }
   Watchdog::instance().set_probe(&probe_);
 }
 
