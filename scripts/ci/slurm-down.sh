@@ -31,4 +31,5 @@ for ns in "${namespaces[@]}"; do
   rm -rf "/etc/netns/$ns"
 done
 rm -rf "$SLURM_STATE"
+rmdir /etc/netns 2>/dev/null  # only if empty: other namespaces may keep files there
 exit 0

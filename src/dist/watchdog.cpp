@@ -52,7 +52,7 @@ void Watchdog::run() {
   std::int64_t last_probe_ns = 0;
   while (running_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (const PeerProbe* probe = probe_.load()) probe->drain();
+    drain_probe();
     const char* op = operation_.load();
     const std::int64_t since = started_ns_.load();
     if (!op || since <= 0) continue;
@@ -81,20 +81,30 @@ void Watchdog::run() {
   }
 }
 
-std::string Watchdog::lost_peers() const {
-  const PeerProbe* probe = probe_.load();
-  if (!probe || !probe->enabled()) return "";
-  const std::vector<int> lost = probe->lost_ranks(kProbeAnswerS);
-  return lost.empty() ? "" : probe->describe(lost);
+void Watchdog::set_probe(const PeerProbe* probe) {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  probe_ = probe;
 }
 
-void Watchdog::end_process(const std::string& message, int exit_code) const {
+void Watchdog::drain_probe() {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  if (probe_) probe_->drain();
+}
+
+std::string Watchdog::lost_peers() {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  if (!probe_ || !probe_->enabled()) return "";
+  const std::vector<int> lost = probe_->lost_ranks(kProbeAnswerS);
+  return lost.empty() ? "" : probe_->describe(lost);
+}
+
+void Watchdog::end_process(const std::string& message, int exit_code) {
   std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank_, message.c_str());
   std::fflush(stderr);
   if (exit_code == kExitRanksLost) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLingerS);
     while (std::chrono::steady_clock::now() < until) {
-      if (const PeerProbe* probe = probe_.load()) probe->drain();
+      drain_probe();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

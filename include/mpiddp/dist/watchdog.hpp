@@ -9,6 +9,7 @@
 // their hosts, without waiting for dist.timeout_s, and exit code 76 (kExitRanksLost).
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,8 +24,9 @@ class Watchdog {
   void start(double timeout_s, int rank);
   void stop();
   void set_step(std::int64_t step) { step_.store(step, std::memory_order_relaxed); }
-  // The probe that names lost ranks (nullptr: none). It must outlive stop().
-  void set_probe(const PeerProbe* probe) { probe_.store(probe); }
+  // The probe that names lost ranks (nullptr: none). Once set_probe returns, the
+  // watchdog no longer uses the previous one (its owner may destroy it).
+  void set_probe(const PeerProbe* probe);
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -45,14 +47,16 @@ class Watchdog {
   ~Watchdog();
   void run();
   // The lost ranks' description, "" when every rank answers (or there is no probe).
-  std::string lost_peers() const;
-  [[noreturn]] void end_process(const std::string& message, int exit_code) const;
+  std::string lost_peers();
+  void drain_probe();
+  [[noreturn]] void end_process(const std::string& message, int exit_code);
 
   std::atomic<const char*> operation_{nullptr};
   std::atomic<std::int64_t> started_ns_{0};
   std::atomic<std::int64_t> step_{-1};
   std::atomic<bool> running_{false};
-  std::atomic<const PeerProbe*> probe_{nullptr};
+  std::mutex probe_mutex_;  // guards probe_ while the thread uses it
+  const PeerProbe* probe_ = nullptr;
   double timeout_s_ = 0.0;
   int rank_ = 0;
   std::thread thread_;
