@@ -47,12 +47,15 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# 1. srun -N 2 --ntasks-per-node 2: 4 ranks, 2 hosts, local ranks 0 and 1 on each.
-rc=0; slurm srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node 2 "$MPIDDP" train "$WORK/base.ini" \
-  --run.dir "$WORK/srun4" > "$WORK/srun4.out" 2>&1 || rc=$?
+# 1. srun -N 2 --ntasks-per-node 2: 4 ranks, 2 hosts, local ranks 0 and 1 on each;
+# Open MPI's TCP transport connects the nodes over the bridge (its log says so).
+rc=0; OMPI_MCA_btl_base_verbose=30 slurm srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node 2 "$MPIDDP" train \
+  "$WORK/base.ini" --run.dir "$WORK/srun4" > "$WORK/srun4.out" 2>&1 || rc=$?
 hosts=$(two_hosts_two_ranks_each "$WORK/srun4.out") && [ "$rc" = 0 ] \
   && pass "srun -N 2 --ntasks-per-node 2: hosts $hosts, local ranks 0 and 1 on each" \
   || { fail "srun on 2 nodes (rc $rc): $(grep '^  rank' "$WORK/srun4.out" | tr '\n' ' ')"; tail -5 "$WORK/srun4.out" >&2; }
+grep -q "btl:tcp: now connected to 10\.217\.0\." "$WORK/srun4.out" && pass "ranks on different nodes talk over TCP on the bridge" \
+  || fail "no TCP connection between the nodes in Open MPI's log"
 
 # 2. The template with sbatch -N 2: the same, from the job's log.
 rc=0; slurm sbatch --wait -N 2 --ntasks-per-node 2 --output="$WORK/sbatch4.out" "$template" "$WORK/base.ini" \
