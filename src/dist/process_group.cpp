@@ -50,8 +50,8 @@ void ProcessGroup::set_up_peer_probe() {
     probe_.disable();
     if (rank_ == 0)
       std::fprintf(stderr,
-                   "note: peer probes are off (some rank's hostname does not lead to it from the next rank): a lost "
-                   "rank ends the job after dist.timeout_s, without being named\n");
+                   "note: peer probes are off (some rank could not reach the next one at its hostname's address): a "
+                   "lost rank ends the job after dist.timeout_s, without being named\n");
   }
   Watchdog::instance().set_probe(&probe_);
 }
