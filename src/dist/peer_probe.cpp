@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 namespace mpiddp {
@@ -110,6 +111,15 @@ ProbeAddress PeerProbe::own_address(const std::string& host) const {
 void PeerProbe::set_table(std::vector<ProbeAddress> table, int self) {
   table_ = std::move(table);
   self_ = self;
+}
+
+bool PeerProbe::loopback_across_hosts() const {
+  bool loopback = false, hosts = false;
+  for (const ProbeAddress& a : table_) {
+    loopback = loopback || (ntohl(a.ipv4) >> 24) == 127;
+    hosts = hosts || std::strncmp(a.host, table_.front().host, sizeof(a.host)) != 0;
+  }
+  return loopback && hosts;
 }
 
 bool PeerProbe::answers(int rank, double timeout_s) const {

@@ -36,15 +36,19 @@ ProcessGroup::ProcessGroup(int* argc, char*** argv) {
 
 // Every rank learns every rank's probe address. Each rank then checks that the
 // next one answers; unless all do, nobody probes: a probe that cannot reach a
-// live rank (a hostname that resolves to loopback on a cluster, a firewall) would
-// otherwise call it lost. Costs one local connection per rank at start-up.
+// live rank (a firewall, a hostname that does not resolve) would otherwise call it
+// lost. Nor where a hostname resolves to loopback and the job spans hosts (the
+// address would lead to the prober's own host). Costs one connection per rank.
 void ProcessGroup::set_up_peer_probe() {
   const ProbeAddress mine = probe_.own_address(host_);
   std::vector<ProbeAddress> table(static_cast<std::size_t>(world_size_));
   check_mpi(MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, table.data(), sizeof(mine), MPI_BYTE, MPI_COMM_WORLD),
             "MPI_Allgather(peer probe addresses)");
   probe_.set_table(std::move(table), rank_);
-  int usable = probe_.enabled() && (world_size_ == 1 || probe_.answers((rank_ + 1) % world_size_, 5.0)) ? 1 : 0;
+  int usable = probe_.enabled() && !probe_.loopback_across_hosts() &&
+                       (world_size_ == 1 || probe_.answers((rank_ + 1) % world_size_, 5.0))
+                   ? 1
+                   : 0;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(peer probe)");
   if (!usable) {
     probe_.disable();

@@ -65,3 +65,19 @@ TEST_CASE("peer probe: a peer without an address, or one that never answers, is 
   CHECK(me.lost_ranks(0.5) == std::vector<int>{1, 2});
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
 }
+
+TEST_CASE("peer probe: loopback addresses are refused only when the job spans hosts", "[dist]") {
+  PeerProbe me;
+  std::vector<ProbeAddress> table(2);
+  std::snprintf(table[0].host, sizeof(table[0].host), "a");
+  std::snprintf(table[1].host, sizeof(table[1].host), "a");
+  table[0].ipv4 = table[1].ipv4 = htonl(0x7F000101);  // 127.0.1.1, as Debian's /etc/hosts gives a hostname
+  me.set_table(table, 0);
+  CHECK_FALSE(me.loopback_across_hosts());
+  std::snprintf(table[1].host, sizeof(table[1].host), "b");
+  me.set_table(table, 0);
+  CHECK(me.loopback_across_hosts());
+  table[0].ipv4 = table[1].ipv4 = htonl(0x0AD9000B);  // 10.217.0.11
+  me.set_table(table, 0);
+  CHECK_FALSE(me.loopback_across_hosts());
+}

@@ -31,6 +31,9 @@ class PeerProbe {
   // hostname resolves to (loopback if none), and the listening port.
   ProbeAddress own_address(const std::string& host) const;
   void set_table(std::vector<ProbeAddress> table, int self);
+  // Whether the table mixes hosts with loopback addresses (a hostname that resolves
+  // to 127.0.1.1): such an address leads to the prober's own host, not the rank's.
+  bool loopback_across_hosts() const;
   bool enabled() const { return enabled_; }
   void disable() { enabled_ = false; }
 
