@@ -32,9 +32,6 @@ class ProcessGroup {
   // may be blocked in a collective).
   [[noreturn]] static void abort_job(int exit_code);
 
-  // Whether a stalled collective can name lost ranks (see peer_probe.hpp).
-  bool probes_peers() const { return probe_.enabled(); }
-
  private:
   void set_up_peer_probe();
 
