@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 # Toolchain (scripts/test.sh builds with Ninja and ccache), MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
 # Catch2, the Fashion-MNIST package, the Python modules the scripts and tests use
 # (h5py, numpy, torch for cross-checks and scripts/to-torch, matplotlib for scripts/plot), and
-# Slurm + munge + iproute2 for the `slurm` tests (a one-node cluster in a netns).
+# Slurm + munge + iproute2 for the `slurm` tests (one-node and 3-node clusters in network namespaces).
 packages=(
   g++ make cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev

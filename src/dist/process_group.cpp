@@ -8,6 +8,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 
 namespace mpiddp {
 
@@ -29,10 +30,38 @@ ProcessGroup::ProcessGroup(int* argc, char*** argv) {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
   host_ = name;
+  set_up_peer_probe();
   world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }
 
+// Every rank learns every rank's probe address. Each rank then checks that the
+// next one answers; unless all do, nobody probes: a probe that cannot reach a
+// live rank (a firewall, a hostname that does not resolve) would otherwise call it
+// lost. Nor where a hostname resolves to loopback and the job spans hosts (the
+// address would lead to the prober's own host). Costs one connection per rank.
+void ProcessGroup::set_up_peer_probe() {
+  const ProbeAddress mine = probe_.own_address(host_);
+  std::vector<ProbeAddress> table(static_cast<std::size_t>(world_size_));
+  check_mpi(MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, table.data(), sizeof(mine), MPI_BYTE, MPI_COMM_WORLD),
+            "MPI_Allgather(peer probe addresses)");
+  probe_.set_table(std::move(table), rank_);
+  int usable = probe_.enabled() && !probe_.loopback_across_hosts() &&
+                       (world_size_ == 1 || probe_.answers((rank_ + 1) % world_size_, 5.0))
+                   ? 1
+                   : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(peer probe)");
+  if (!usable) {
+    probe_.disable();
+    if (rank_ == 0)
+      std::fprintf(stderr,
+                   "note: peer probes are off (some rank could not reach the next one at its hostname's address): a "
+                   "lost rank ends the job after dist.timeout_s, without being named\n");
+  }
+  Watchdog::instance().set_probe(&probe_);
+}
+
 ProcessGroup::~ProcessGroup() {
+  Watchdog::instance().set_probe(nullptr);
   world_.reset();
   MPI_Finalize();
 }

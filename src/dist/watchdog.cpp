@@ -6,9 +6,19 @@
 #include <cstdio>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/dist/peer_probe.hpp"
 
 namespace mpiddp {
 namespace {
+// A wait this long asks the peers whether they live (and again as often); each
+// probe takes at most kProbeAnswerS (a dead host's connection never answers; a dead
+// process's is refused at once).
+constexpr double kProbeAfterS = 5.0;
+constexpr double kProbeAnswerS = 2.0;
+// A rank that found lost peers stays (answering probes) this long before it exits:
+// other survivors probe a moment later, and must not count it among the lost.
+constexpr double kLingerS = 2.0;
+
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -20,7 +30,9 @@ Watchdog& Watchdog::instance() {
   return watchdog;
 }
 
-Watchdog::~Watchdog() { stop(); }
+Watchdog::~Watchdog() {
+  stop();
+}
 
 void Watchdog::start(double timeout_s, int rank) {
   if (timeout_s <= 0.0 || running_.exchange(true)) return;
@@ -36,20 +48,68 @@ void Watchdog::stop() {
 
 void Watchdog::run() {
   const auto limit_ns = static_cast<std::int64_t>(timeout_s_ * 1e9);
+  const auto probe_every_ns = static_cast<std::int64_t>(kProbeAfterS * 1e9);
+  std::int64_t last_probe_ns = 0;
   while (running_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    drain_probe();
     const char* op = operation_.load();
     const std::int64_t since = started_ns_.load();
-    if (op && since > 0 && now_ns() - since > limit_ns) {
-      std::fprintf(stderr,
-                   "mpiddp: error: rank %d: %s at step %lld did not complete within dist.timeout_s = %g s "
-                   "(another rank died, hung or is far behind); ending the job\n",
-                   rank_, op, static_cast<long long>(step_.load()), timeout_s_);
-      std::fflush(stderr);
-      // Without MPI_Finalize the launcher sees this rank fail and ends the others.
-      ::_exit(kExitRuntimeError);
+    if (!op || since <= 0) continue;
+    const std::string where = std::string(op) + " at step " + std::to_string(step_.load());
+    const std::int64_t now = now_ns();
+    if (now - since > limit_ns) {
+      const std::string lost = lost_peers();
+      char limit[64];
+      std::snprintf(limit, sizeof(limit), "%g", timeout_s_);
+      if (!lost.empty())
+        end_process("lost " + lost + " (their processes do not answer): " + where +
+                        " did not complete within dist.timeout_s = " + limit + " s; ending the job",
+                    kExitRanksLost);
+      end_process(where + " did not complete within dist.timeout_s = " + limit +
+                      " s (another rank died, hung or is far behind); ending the job",
+                  kExitRuntimeError);
+    }
+    if (now - since > probe_every_ns && now - last_probe_ns > probe_every_ns) {
+      last_probe_ns = now;
+      const std::string lost = lost_peers();
+      // Only while the same call still waits: one that completed meanwhile was not stuck.
+      if (!lost.empty() && started_ns_.load() == since)
+        end_process("lost " + lost + " (their processes do not answer): " + where + " waits for them; ending the job",
+                    kExitRanksLost);
     }
   }
+}
+
+void Watchdog::set_probe(const PeerProbe* probe) {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  probe_ = probe;
+}
+
+void Watchdog::drain_probe() {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  if (probe_) probe_->drain();
+}
+
+std::string Watchdog::lost_peers() {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  if (!probe_ || !probe_->enabled()) return "";
+  const std::vector<int> lost = probe_->lost_ranks(kProbeAnswerS);
+  return lost.empty() ? "" : probe_->describe(lost);
+}
+
+void Watchdog::end_process(const std::string& message, int exit_code) {
+  std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+  if (exit_code == kExitRanksLost) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLingerS);
+    while (std::chrono::steady_clock::now() < until) {
+      drain_probe();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  // Without MPI_Finalize the launcher sees this rank fail and ends the others.
+  ::_exit(exit_code);
 }
 
 Watchdog::Scope::Scope(const char* operation) {

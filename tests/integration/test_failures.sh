@@ -25,6 +25,13 @@ expect_error hang 2 "at step 7 did not complete within dist.timeout_s = 3 s" "${
   --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang --dist.timeout_s 3
 # Bounded well below expect_error's 60 s kill, with room for a slow start on a busy machine.
 ms=$(elapsed_since "$t0"); [ "$ms" -lt 30000 ] && pass "hang detected in $ms ms (timeout 3 s)" || fail "hang took $ms ms"
+# Hung but alive: the peer probe (a wait of 5 s asks every rank whether its process
+# still answers) must not call it lost, so the timeout's line is the one printed.
+expect_error hang-probed 2 "at step 7 did not complete within dist.timeout_s = 8 s (another rank died" "${base[@]}" \
+  --train.epochs 2 --run.dir "$WORK/r-hang-probed" --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang \
+  --dist.timeout_s 8
+[ "$EXPECT_RC" = 1 ] && ! grep -q "lost rank" "$WORK/hang-probed.out" && pass "a hung live rank is not called lost (exit 1)" \
+  || fail "hung live rank: exit $EXPECT_RC, $(grep 'mpiddp: error' "$WORK/hang-probed.out")"
 expect_error nan 2 "rank 0: step 9: non-finite loss or gradient (NaN/Inf); set train.nonfinite = skip" "${base[@]}" --train.epochs 2 \
   --run.dir "$WORK/r-nan" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan
 run_ranks 2 "${base[@]}" --train.epochs 2 --run.dir "$WORK/skip" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan \

@@ -30,6 +30,10 @@ enum ExitCode : int {
   // Stopped by SIGTERM/SIGUSR1 after writing a checkpoint: resubmit/requeue with
   // --resume auto (sysexits.h EX_TEMPFAIL: "try again later").
   kExitPreempted = 75,
+  // A collective stalled because some ranks' processes no longer answer (a node
+  // died): the job may be requeued and resume from its newest checkpoint
+  // (scripts/mpiddp.sbatch does).
+  kExitRanksLost = 76,
 };
 
 }  // namespace mpiddp

@@ -4,10 +4,11 @@
 // mpirun inside a Slurm allocation, where SLURM_PROCID is 0 on every rank).
 #include <cstdint>
 #include <memory>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/dist/peer_probe.hpp"
 
 namespace mpiddp {
 
@@ -32,8 +33,11 @@ class ProcessGroup {
   [[noreturn]] static void abort_job(int exit_code);
 
  private:
+  void set_up_peer_probe();
+
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
+  PeerProbe probe_;
   std::unique_ptr<Communicator> world_;
 };
 

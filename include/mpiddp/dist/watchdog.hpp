@@ -3,11 +3,19 @@
 // background thread ends the process when one lasts longer than dist.timeout_s,
 // naming the operation and the training step. Under mpirun/srun the launcher then
 // ends the other ranks, so a dead or hung peer never leaves the job waiting forever.
+// With a peer probe (ProcessGroup sets one), a call that has waited 5 s asks every
+// other rank whether its process still lives (again every 5 s); when some do not
+// (a node died), it ends the process at once with a line naming those ranks and
+// their hosts, without waiting for dist.timeout_s, and exit code 76 (kExitRanksLost).
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
 #include <thread>
 
 namespace mpiddp {
+
+class PeerProbe;
 
 class Watchdog {
  public:
@@ -16,6 +24,9 @@ class Watchdog {
   void start(double timeout_s, int rank);
   void stop();
   void set_step(std::int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  // The probe that names lost ranks (nullptr: none). Once set_probe returns, the
+  // watchdog no longer uses the previous one (its owner may destroy it).
+  void set_probe(const PeerProbe* probe);
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -35,11 +46,17 @@ class Watchdog {
   Watchdog() = default;
   ~Watchdog();
   void run();
+  // The lost ranks' description, "" when every rank answers (or there is no probe).
+  std::string lost_peers();
+  void drain_probe();
+  [[noreturn]] void end_process(const std::string& message, int exit_code);
 
   std::atomic<const char*> operation_{nullptr};
   std::atomic<std::int64_t> started_ns_{0};
   std::atomic<std::int64_t> step_{-1};
   std::atomic<bool> running_{false};
+  std::mutex probe_mutex_;  // guards probe_ while the thread uses it
+  const PeerProbe* probe_ = nullptr;
   double timeout_s_ = 0.0;
   int rank_ = 0;
   std::thread thread_;

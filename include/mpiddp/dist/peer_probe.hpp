@@ -1,0 +1,56 @@
+#pragma once
+// Which ranks of the job still live, asked without MPI. Every rank keeps a
+// listening TCP socket open for as long as its process lives; the kernel answers
+// a connection to it even while the rank is blocked in MPI. A rank whose process
+// died (a node lost, a rank killed) refuses or never answers. The watchdog uses
+// this to name the lost ranks and their hosts when a collective stalls, instead
+// of only waiting for dist.timeout_s. It works only where every rank reaches every
+// other rank's address (its hostname's): ProcessGroup checks that at start-up and
+// switches probing off where it does not, so a probe never names a live rank.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mpiddp {
+
+// One rank's entry in the table every rank holds (exchanged by MPI_Allgather).
+struct ProbeAddress {
+  char host[64];       // hostname, for messages
+  std::uint32_t ipv4;  // network byte order; 0 = no address
+  std::uint16_t port;  // network byte order
+};
+
+class PeerProbe {
+ public:
+  PeerProbe();  // opens the listening socket; a failure leaves the probe disabled
+  ~PeerProbe();
+  PeerProbe(const PeerProbe&) = delete;
+  PeerProbe& operator=(const PeerProbe&) = delete;
+
+  // This rank's entry: its hostname, the first non-loopback IPv4 address the
+  // hostname resolves to (loopback if none), and the listening port.
+  ProbeAddress own_address(const std::string& host) const;
+  void set_table(std::vector<ProbeAddress> table, int self);
+  // Whether the table mixes hosts with loopback addresses (a hostname that resolves
+  // to 127.0.1.1): such an address leads to the prober's own host, not the rank's.
+  bool loopback_across_hosts() const;
+  bool enabled() const { return enabled_; }
+  void disable() { enabled_ = false; }
+
+  // Whether `rank` answers within timeout_s.
+  bool answers(int rank, double timeout_s) const;
+  // Every other rank that does not answer within timeout_s (all probed at once).
+  std::vector<int> lost_ranks(double timeout_s) const;
+  // "rank(s) 2,3 on host node2; rank(s) 5 on host node3".
+  std::string describe(const std::vector<int>& ranks) const;
+  // Closes connections that probes left queued (the listener never blocks on them).
+  void drain() const;
+
+ private:
+  int listener_ = -1;
+  bool enabled_ = false;
+  int self_ = 0;
+  std::vector<ProbeAddress> table_;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,83 @@
+// PeerProbe (dist/peer_probe.hpp): a live rank answers, a rank whose process is
+// gone is named with its host, a peer that never answers costs at most the
+// probe's time limit, and the description groups ranks by host.
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "mpiddp/dist/peer_probe.hpp"
+
+using mpiddp::PeerProbe;
+using mpiddp::ProbeAddress;
+
+namespace {
+std::string this_host() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+}  // namespace
+
+TEST_CASE("peer probe: live ranks answer, a closed one is lost", "[dist]") {
+  PeerProbe me;
+  auto live = std::make_unique<PeerProbe>();
+  auto gone = std::make_unique<PeerProbe>();
+  REQUIRE(me.enabled());
+  const std::string host = this_host();
+  std::vector<ProbeAddress> table = {me.own_address(host), live->own_address(host), gone->own_address(host)};
+  REQUIRE(table[1].port != 0);
+  REQUIRE(table[1].ipv4 != 0);
+  me.set_table(table, 0);
+  CHECK(me.answers(1, 2.0));
+  CHECK(me.lost_ranks(2.0).empty());
+  gone.reset();  // the process of rank 2 ends: its socket closes
+  CHECK_FALSE(me.answers(2, 2.0));
+  CHECK(me.lost_ranks(2.0) == std::vector<int>{2});
+  live->drain();  // the connections the probes left are closed, nothing blocks
+  CHECK(me.answers(1, 2.0));
+}
+
+TEST_CASE("peer probe: the description groups lost ranks by host", "[dist]") {
+  PeerProbe me;
+  std::vector<ProbeAddress> table(5);
+  const char* hosts[] = {"node1", "node1", "node2", "node2", "node3"};
+  for (int r = 0; r < 5; ++r) std::snprintf(table[r].host, sizeof(table[r].host), "%s", hosts[r]);
+  me.set_table(table, 0);
+  CHECK(me.describe({2, 3}) == "rank(s) 2,3 on host node2");
+  CHECK(me.describe({1, 2, 4}) == "rank(s) 1 on host node1; rank(s) 2 on host node2; rank(s) 4 on host node3");
+}
+
+TEST_CASE("peer probe: a peer without an address, or one that never answers, is lost within the limit", "[dist]") {
+  PeerProbe me;
+  std::vector<ProbeAddress> table(3);
+  table[0] = me.own_address(this_host());
+  // Rank 1: no address at all. Rank 2: an address nobody answers from (TEST-NET-1,
+  // RFC 5737): the connection is refused, unreachable or silent, never accepted.
+  std::snprintf(table[2].host, sizeof(table[2].host), "nowhere");
+  table[2].ipv4 = htonl(0xC0000201);  // 192.0.2.1
+  table[2].port = htons(9);
+  me.set_table(table, 0);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(me.lost_ranks(0.5) == std::vector<int>{1, 2});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+}
+
+TEST_CASE("peer probe: loopback addresses are refused only when the job spans hosts", "[dist]") {
+  PeerProbe me;
+  std::vector<ProbeAddress> table(2);
+  std::snprintf(table[0].host, sizeof(table[0].host), "a");
+  std::snprintf(table[1].host, sizeof(table[1].host), "a");
+  table[0].ipv4 = table[1].ipv4 = htonl(0x7F000101);  // 127.0.1.1, as Debian's /etc/hosts gives a hostname
+  me.set_table(table, 0);
+  CHECK_FALSE(me.loopback_across_hosts());
+  std::snprintf(table[1].host, sizeof(table[1].host), "b");
+  me.set_table(table, 0);
+  CHECK(me.loopback_across_hosts());
+  table[0].ipv4 = table[1].ipv4 = htonl(0x0AD9000B);  // 10.217.0.11
+  me.set_table(table, 0);
+  CHECK_FALSE(me.loopback_across_hosts());
+}
