@@ -106,7 +106,7 @@ node_death_case() {
   local name=$1 after=$2 out=$WORK/$1.out run=$WORK/$1 id nodes victim killed
   submit() {  # NODES
     slurm sbatch --parsable -N "$1" --ntasks-per-node 2 --output="$out" "$template" "$WORK/base.ini" "${long[@]}" \
-      --run.dir "$run"
+      "${case_args[@]}" --run.dir "$run"
   }
   id=$(submit 2) || { fail "$name: sbatch"; return; }
   # Mid-training: once a checkpoint exists and the next epoch runs.
@@ -142,6 +142,10 @@ node_death_case() {
   [ "$after" -lt 2 ] || grep -q "(restart 1)" "$out" || fail "$name: the job was not requeued"
   grep -q "^resuming from .*ckpt-step-" "$out" && pass "$name: $(grep -m1 -o '^resuming from .*' "$out" | sed 's|/.*/||')" \
     || fail "$name: no resume"
+  if [ "$after" -lt 2 ]; then  # elastic resume: the same run on fewer ranks
+    grep -q "^resume: world size 4 -> $((2 * after)) .*; epoch [0-9]* continues with" "$out" \
+      && pass "$name: $(grep -m1 '^resume: world size' "$out" | cut -c1-100)" || fail "$name: no elastic resume line"
+  fi
   # The hosts in the banner of the last run (the log's last "job ..." line on).
   local after_hosts
   after_hosts=$(awk '/^job [0-9]+ \(restart/ { n = NR } { line[NR] = $0 } END { for (i = n; i <= NR; i++) print line[i] }' "$out" \
@@ -158,5 +162,10 @@ node_death_case() {
   idle() { [[ $(slurm sinfo -h -n "$victim" -o %t) == idle ]]; }
   wait_until 60 idle && pass "$name: $victim revived and idle again" || fail "$name: $victim not idle after revive"
 }
+case_args=()
 node_death_case node-death 2
+# Checkpoints every 5 steps: the one the smaller job resumes from lies inside an
+# epoch, which it continues on its 2 ranks.
+case_args=(--checkpoint.every_steps 5)
+node_death_case fewer-nodes 1
 finish
