@@ -2,6 +2,7 @@
 // `bench mlp`, so `shard`, `inspect` and the other benchmarks run anywhere
 // without a launcher.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,15 @@ int main(int argc, char** argv) {
   // Before MPI starts: a pre-emption signal during start-up must not kill the rank.
   install_stop_signal_handlers();
   {
-    ProcessGroup group(&argc, &argv);
+    std::optional<ProcessGroup> started;
+    try {
+      started.emplace(&argc, &argv);
+    } catch (const std::exception& e) {
+      // MPI did not start (or its start-up checks failed): no rank is known yet.
+      std::fprintf(stderr, "mpiddp: error: starting MPI: %s\n", printable(e.what()).c_str());
+      ProcessGroup::abort_job(exit_code_of(e));
+    }
+    ProcessGroup& group = *started;
     try {
       exit_code = mpi_bench ? command_bench_mlp({args.begin() + 1, args.end()}, group) : command_train(args, group);
     } catch (const JobFailed& failed) {

@@ -69,7 +69,11 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::abort_job(int exit_code) {
   std::fflush(stdout);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  // Also for a failure while MPI starts: MPI_Abort only where MPI is up.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }
 
