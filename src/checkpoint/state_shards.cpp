@@ -28,9 +28,11 @@ StateShards::~StateShards() {
 const float* StateShards::fetch(std::size_t index, int rank) {
   FlatBuffer& values = *optimizer_.state().at(index).values;
   if (rank == 0) return values.host().data();
+  // Sized before the request: once asked, the rank sends, and a failed allocation
+  // after that would leave it blocked in its send.
+  scratch_.resize(layout_.count(rank));
   const std::int64_t word = static_cast<std::int64_t>(index);
   comm_.send(&word, sizeof(word), rank);
-  scratch_.resize(layout_.count(rank));
   comm_.receive(scratch_.data(), scratch_.size() * sizeof(float), rank);
   return scratch_.data();
 }

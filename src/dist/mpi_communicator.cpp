@@ -35,8 +35,11 @@ class MpiPendingReduction final : public PendingReduction {
     requests.clear();
   }
   ~MpiPendingReduction() override {
-    // A reduction abandoned by an exception must not be left in flight.
-    if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    // A reduction abandoned by an exception must not be left in flight, nor wait
+    // forever for peers that abandoned it too: the watchdog bounds it.
+    if (requests.empty()) return;
+    Watchdog::Scope watch("MPI_Waitall(abandoned gradient all-reduce)");
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
   }
 };
 

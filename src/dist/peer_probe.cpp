@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,52 +18,102 @@
 namespace mpiddp {
 namespace {
 
-// A non-blocking connect to one entry; -1 if it failed at once.
-int start_connect(const ProbeAddress& to) {
-  if (to.ipv4 == 0 || to.port == 0) return -1;
+// What one connection attempt says of a peer. Only the peer's side of a failure
+// (refused, reset, unreachable, silent to the end) counts as lost; a failure of
+// this process or host (out of descriptors, ports or buffers; poll failing) says
+// nothing about the peer, and a probe must never name a live rank.
+enum class Reach { answered, lost, unknown };
+
+bool peer_side(int error) {
+  return error == ECONNREFUSED || error == ECONNRESET || error == ETIMEDOUT || error == EHOSTUNREACH ||
+         error == ENETUNREACH || error == EHOSTDOWN;
+}
+
+struct Attempt {
+  int fd = -1;  // >= 0: connecting
+  Reach result = Reach::unknown;
+};
+
+// A non-blocking connect to one entry.
+Attempt start_connect(const ProbeAddress& to) {
+  if (to.ipv4 == 0 || to.port == 0) return {-1, Reach::lost};  // a rank without an address cannot answer
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return {-1, Reach::unknown};
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = to.ipv4;
   addr.sin_port = to.port;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 || errno == EINPROGRESS) return fd;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 || errno == EINPROGRESS) return {fd};
+  const int error = errno;
   ::close(fd);
-  return -1;
+  return {-1, peer_side(error) ? Reach::lost : Reach::unknown};
 }
 
-bool connected(int fd) {
+Reach outcome(int fd) {
   int error = 0;
   socklen_t length = sizeof(error);
-  return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return Reach::unknown;
+  if (error == 0) return Reach::answered;
+  return peer_side(error) ? Reach::lost : Reach::unknown;
 }
 
-// Waits for every started connect (fd >= 0) to finish or the time to run out;
-// answered[i] says which connected.
-std::vector<bool> finish_connects(const std::vector<int>& fds, double timeout_s) {
-  std::vector<bool> answered(fds.size(), false), done(fds.size(), false);
+// Closes the connections probes left queued at a listener (it never blocks on them).
+void drain_listener(int listener) {
+  if (listener < 0) return;
+  for (int fd; (fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) ::close(fd);
+}
+
+// Waits for every started connect to finish or the time to run out (silent to
+// the end: lost). Meanwhile it empties this rank's own listener, so that ranks
+// probing each other at the same moment never fill each other's queues.
+void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int listener) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool poll_failed = false;
   for (;;) {
     std::vector<pollfd> waiting;
-    std::vector<std::size_t> index;
-    for (std::size_t i = 0; i < fds.size(); ++i)
-      if (fds[i] >= 0 && !done[i]) {
-        waiting.push_back({fds[i], POLLOUT, 0});
-        index.push_back(i);
+    std::vector<Attempt*> owner;
+    for (Attempt& a : attempts)
+      if (a.fd >= 0 && a.result == Reach::unknown) {
+        waiting.push_back({a.fd, POLLOUT, 0});
+        owner.push_back(&a);
       }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (waiting.empty() || left.count() <= 0) break;
-    if (::poll(waiting.data(), waiting.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    for (std::size_t j = 0; j < waiting.size(); ++j) {
-      if (!waiting[j].revents) continue;
-      done[index[j]] = true;
-      answered[index[j]] = connected(waiting[j].fd);
+    if (listener >= 0) waiting.push_back({listener, POLLIN, 0});
+    if (::poll(waiting.data(), waiting.size(), static_cast<int>(left.count())) < 0) {
+      if (errno == EINTR) continue;
+      poll_failed = true;
+      break;
     }
+    for (std::size_t j = 0; j < owner.size(); ++j)
+      if (waiting[j].revents) owner[j]->result = outcome(waiting[j].fd);
+    if (listener >= 0 && waiting.back().revents) drain_listener(listener);
   }
-  for (int fd : fds)
-    if (fd >= 0) ::close(fd);
-  return answered;
+  for (Attempt& a : attempts) {
+    if (a.fd < 0) continue;
+    if (a.result == Reach::unknown && !poll_failed) a.result = Reach::lost;  // never answered in time
+    ::close(a.fd);
+    a.fd = -1;
+  }
+}
+
+// At most this many connections at once: a probe must not run this process out
+// of descriptors (MPI and NCCL hold many) however large the world.
+constexpr std::size_t kProbeBatch = 256;
+
+// Probes `ranks` of `table`, kProbeBatch at a time; one result per rank.
+std::vector<Reach> probe(const std::vector<ProbeAddress>& table, const std::vector<int>& ranks, double timeout_s,
+                         int listener) {
+  std::vector<Reach> results;
+  for (std::size_t first = 0; first < ranks.size(); first += kProbeBatch) {
+    std::vector<Attempt> batch;
+    for (std::size_t i = first; i < std::min(ranks.size(), first + kProbeBatch); ++i)
+      batch.push_back(start_connect(table.at(static_cast<std::size_t>(ranks[i]))));
+    finish_connects(batch, timeout_s, listener);
+    for (const Attempt& a : batch) results.push_back(a.result);
+  }
+  return results;
 }
 
 }  // namespace
@@ -123,18 +174,23 @@ bool PeerProbe::loopback_across_hosts() const {
 }
 
 bool PeerProbe::answers(int rank, double timeout_s) const {
-  return finish_connects({start_connect(table_.at(static_cast<std::size_t>(rank)))}, timeout_s)[0];
+  return probe(table_, {rank}, timeout_s, listener_).front() == Reach::answered;
 }
 
 std::vector<int> PeerProbe::lost_ranks(double timeout_s) const {
-  std::vector<int> fds(table_.size(), -1);
-  for (std::size_t r = 0; r < table_.size(); ++r)
-    if (static_cast<int>(r) != self_) fds[r] = start_connect(table_[r]);
-  const std::vector<bool> answered = finish_connects(fds, timeout_s);
-  std::vector<int> lost;
-  for (std::size_t r = 0; r < table_.size(); ++r)
-    if (static_cast<int>(r) != self_ && !answered[r]) lost.push_back(static_cast<int>(r));
-  return lost;
+  std::vector<int> others;
+  for (int r = 0; r < static_cast<int>(table_.size()); ++r)
+    if (r != self_) others.push_back(r);
+  // Lost twice in a row: a connection attempt a busy host dropped once does not
+  // name a live rank. A dead rank's host refuses at once, so the second round is quick.
+  for (int round = 0; round < 2 && !others.empty(); ++round) {
+    const std::vector<Reach> results = probe(table_, others, timeout_s, listener_);
+    std::vector<int> lost;
+    for (std::size_t i = 0; i < others.size(); ++i)
+      if (results[i] == Reach::lost) lost.push_back(others[i]);
+    others = std::move(lost);
+  }
+  return others;
 }
 
 std::string PeerProbe::describe(const std::vector<int>& ranks) const {
@@ -154,9 +210,6 @@ std::string PeerProbe::describe(const std::vector<int>& ranks) const {
   return text;
 }
 
-void PeerProbe::drain() const {
-  if (listener_ < 0) return;
-  for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) ::close(fd);
-}
+void PeerProbe::drain() const { drain_listener(listener_); }
 
 }  // namespace mpiddp

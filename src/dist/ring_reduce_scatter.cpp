@@ -21,9 +21,12 @@ class RingReduceScatter::Handle final : public PendingReduction {
     ring_->advance(true, id_);
   }
   ~Handle() override {
-    // A reduction abandoned by an exception must not be left in flight.
+    // A reduction abandoned by an exception must not be left in flight, nor wait
+    // forever for peers that abandoned it too: the watchdog bounds it.
     try {
-      if (!ring_->done(id_)) ring_->advance(true, id_);
+      if (ring_->done(id_)) return;
+      Watchdog::Scope watch("gradient reduce-scatter (ring, abandoned)");
+      ring_->advance(true, id_);
     } catch (...) {
     }
   }

@@ -2,6 +2,7 @@
 // gone is named with its host, a peer that never answers costs at most the
 // probe's time limit, and the description groups ranks by host.
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -39,6 +40,25 @@ TEST_CASE("peer probe: live ranks answer, a closed one is lost", "[dist]") {
   CHECK(me.lost_ranks(2.0) == std::vector<int>{2});
   live->drain();  // the connections the probes left are closed, nothing blocks
   CHECK(me.answers(1, 2.0));
+}
+
+TEST_CASE("peer probe: a failure on the prober's side never names a rank", "[dist]") {
+  PeerProbe me;
+  auto gone = std::make_unique<PeerProbe>();
+  const std::string host = this_host();
+  me.set_table({me.own_address(host), gone->own_address(host)}, 0);
+  gone.reset();
+  // Out of file descriptors (as a large job's rank may be): no probe can start,
+  // which says nothing about rank 1.
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit none = saved;
+  none.rlim_cur = 0;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &none) == 0);
+  const std::vector<int> while_short = me.lost_ranks(0.5);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  CHECK(while_short.empty());
+  CHECK(me.lost_ranks(0.5) == std::vector<int>{1});  // with descriptors again: refused, lost
 }
 
 TEST_CASE("peer probe: the description groups lost ranks by host", "[dist]") {

@@ -39,7 +39,9 @@ class PeerProbe {
 
   // Whether `rank` answers within timeout_s.
   bool answers(int rank, double timeout_s) const;
-  // Every other rank that does not answer within timeout_s (all probed at once).
+  // Every other rank whose host refused, reset or left unanswered for timeout_s a
+  // connection to it, in two rounds in a row (256 connections at a time). A
+  // failure on this side (descriptors, ports, poll) never names a rank.
   std::vector<int> lost_ranks(double timeout_s) const;
   // "rank(s) 2,3 on host node2; rank(s) 5 on host node3".
   std::string describe(const std::vector<int>& ranks) const;
