@@ -71,8 +71,8 @@ void scatter_state_shards(const std::string& path, const std::vector<Parameter>&
       std::int64_t word = 0;
       comm.receive(&word, sizeof(word), 0);
       if (word == kReadFailed)
-        throw RuntimeError("rank " + std::to_string(comm.rank()) + ": rank 0 could not read its optimizer shard from " +
-                           path);
+        // Rank 0 names the file and the array in its own line; only it knows the path.
+        throw RuntimeError("rank 0 could not read this rank's optimizer shard from the checkpoint");
       state.values->host().resize(layout.count());
       comm.receive(state.values->host().data(), layout.count() * sizeof(float), 0);
       state.values->push();
