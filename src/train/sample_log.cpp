@@ -13,8 +13,8 @@ SampleLog::SampleLog(const std::string& pattern, int rank) : rank_(rank) {
   path_ = at == std::string::npos ? pattern + ".rank-" + std::to_string(rank)
                                   : pattern.substr(0, at) + std::to_string(rank) + pattern.substr(at + 2);
   file_.reset(std::fopen(path_.c_str(), "a"));
-  if (!file_) throw InputError("debug.sample_log: rank " + std::to_string(rank) + ": cannot open " + path_ + " (" +
-                               std::strerror(errno) + ")");
+  // agree_or_fail names the rank that could not open its file.
+  if (!file_) throw InputError("debug.sample_log: cannot open " + path_ + " (" + std::strerror(errno) + ")");
 }
 
 void SampleLog::record(std::int64_t epoch, std::int64_t global_step, const std::vector<std::int64_t>& share,

@@ -178,6 +178,9 @@ refused other-seed 4 "written with train.seed 5, this job has 6" \
   train "$WORK/run.ini" --run.dir "$WORK/stop" --resume auto --train.seed 6
 refused other-model 2 "written for model.hidden = '32', this job has '64' (a checkpoint of another model)" \
   train "$WORK/run.ini" --run.dir "$WORK/stop" --resume auto --model.hidden 64
+# A debug file that cannot be opened (its folder does not exist): named, with the rank, before any step.
+refused bad-sample-log 2 "rank 0: debug.sample_log: cannot open $WORK/no-such-folder/log.0" \
+  train "$WORK/run.ini" --run.dir "$WORK/bad-log" --debug.sample_log "$WORK/no-such-folder/log.%r"
 # A BatchNorm model whose continued epoch would end with 1-sample batches: world 3 x batch 8 stopped at step 3
 # (72 samples done) leaves 233 per rank at world 4, 29 x 8 + 1.
 bn=(--model.layers "linear(16) batchnorm1d relu linear" --train.batch_size 8)

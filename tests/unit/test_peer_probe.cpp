@@ -83,7 +83,8 @@ TEST_CASE("peer probe: a peer without an address, or one that never answers, is 
   me.set_table(table, 0);
   const auto start = std::chrono::steady_clock::now();
   CHECK(me.lost_ranks(0.5) == std::vector<int>{1, 2});
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  // Two rounds of at most 0.5 s each; the bound leaves room for a busy machine.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
 TEST_CASE("peer probe: loopback addresses are refused only when the job spans hosts", "[dist]") {
