@@ -39,8 +39,9 @@ void Tracer::write(const std::string& path, const std::vector<std::pair<std::str
     j["ph"] = "X";
     j["pid"] = rank_;
     j["tid"] = e.track;
-    j["ts"] = e.ts_us;
-    j["dur"] = e.dur_us;
+    // Microseconds with a fractional part (the format allows it): exact to the nanosecond.
+    j["ts"] = static_cast<double>(e.ts_ns) / 1000.0;
+    j["dur"] = static_cast<double>(e.dur_ns) / 1000.0;
     events.push_back(std::move(j));
   }
   Json file;
@@ -48,7 +49,7 @@ void Tracer::write(const std::string& path, const std::vector<std::pair<std::str
   file["displayTimeUnit"] = "ms";
   Json other;
   other["rank"] = rank_;
-  other["clock"] = "steady_clock microseconds";
+  other["clock"] = "steady_clock microseconds (fractional: nanoseconds)";
   other["clock_sync_us"] = clock_sync_us_;
   for (const auto& m : meta) other[m.first] = m.second;
   file["otherData"] = std::move(other);

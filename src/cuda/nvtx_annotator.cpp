@@ -51,8 +51,8 @@ class CudaTimeline : public TraceAnnotator {
       if (!s.begin || !s.end || cudaEventElapsedTime(&begin_ms, reference_, s.begin) != cudaSuccess ||
           cudaEventElapsedTime(&end_ms, reference_, s.end) != cudaSuccess)
         continue;
-      tracer.complete(s.name, s.index, kTraceDeviceTrack, reference_us_ + static_cast<std::int64_t>(begin_ms * 1000.0f),
-                      reference_us_ + static_cast<std::int64_t>(end_ms * 1000.0f));
+      tracer.complete(s.name, s.index, kTraceDeviceTrack, reference_ns_ + static_cast<std::int64_t>(begin_ms * 1e6),
+                      reference_ns_ + static_cast<std::int64_t>(end_ms * 1e6));
     }
     spans_.clear();
   }
@@ -81,7 +81,7 @@ class CudaTimeline : public TraceAnnotator {
       reference_ = nullptr;
       return;
     }
-    reference_us_ = Tracer::now_us();
+    reference_ns_ = Tracer::now_ns();
   }
 
   cudaStream_t stream_;
@@ -90,7 +90,7 @@ class CudaTimeline : public TraceAnnotator {
   std::vector<Span> spans_;
   std::vector<std::size_t> open_;
   cudaEvent_t reference_ = nullptr;
-  std::int64_t reference_us_ = 0;
+  std::int64_t reference_ns_ = 0;
 };
 
 }  // namespace

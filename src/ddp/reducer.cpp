@@ -119,19 +119,19 @@ void GradientReducer::launch_ready_buckets() {
     const bool last = next_to_launch_ == buckets_.size();
     const auto start = std::chrono::steady_clock::now();
     Tracer* tracer = active_tracer();
-    if (tracer) b.launch_us = Tracer::now_us();
+    if (tracer) b.launch_ns = tracer->tick();
     b.pending = shards_.world > 1 ? transport_->start_reduce_scatter(index, data, shards_.pieces(b.begin, b.end), last)
                                   : transport_->start(index, data, count, last);
     // A blocking transfer returns no pending reduction: it completed just now.
-    if (tracer && !b.pending) trace_bucket(*tracer, index, Tracer::now_us());
+    if (tracer && !b.pending) trace_bucket(*tracer, index, tracer->tick());
     // A blocking transfer (the last bucket over MPI) is time spent waiting.
     if (last) wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 }
 
-void GradientReducer::trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_us) const {
+void GradientReducer::trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_ns) const {
   const int i = static_cast<int>(index);
-  tracer.complete("allreduce bucket", i, kTraceBucketTrack + i, buckets_[index].launch_us, end_us);
+  tracer.complete("allreduce bucket", i, kTraceBucketTrack + i, buckets_[index].launch_ns, end_ns);
 }
 
 void GradientReducer::finish() {
@@ -149,7 +149,7 @@ void GradientReducer::finish() {
     b.pending.reset();
     // Completion is when this wait observes it: the buckets are waited for in
     // launch order, so a bucket done early shows as done when its turn comes.
-    if (tracer) trace_bucket(*tracer, i, Tracer::now_us());
+    if (tracer) trace_bucket(*tracer, i, tracer->tick());
   }
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

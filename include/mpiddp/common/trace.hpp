@@ -4,6 +4,7 @@
 // hook asks active_tracer(), and when that is null (tracing off, or outside the
 // traced window) a span costs one predictable branch: no clock read, no allocation.
 // Events go to a vector reserved up front; the file is written once, at the end.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -35,14 +36,23 @@ class Tracer {
   // lines the ranks up on it).
   Tracer(int rank, std::size_t reserve, std::int64_t clock_sync_us);
 
-  static std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch()).count();
   }
-  // A complete event ("X"). `name` must outlive the tracer (a literal);
-  // `index` >= 0 is appended to it when written ("forward layer 3").
-  void complete(const char* name, int index, int track, std::int64_t start_us, std::int64_t end_us) {
-    events_.push_back({name, index, track, start_us, end_us - start_us});
+  static std::int64_t now_us() { return now_ns() / 1000; }
+  // The steady clock in nanoseconds, but strictly increasing from one reading to
+  // the next: a span opened or closed after another gets a later time even where
+  // the clock is coarse, so spans nest exactly as they were opened and closed
+  // (two readings of a microsecond clock can be equal). Only the training thread records.
+  std::int64_t tick() {
+    last_ns_ = std::max(now_ns(), last_ns_ + 1);
+    return last_ns_;
+  }
+  // A complete event ("X"), times from tick(). `name` must outlive the tracer (a
+  // literal); `index` >= 0 is appended to it when written ("forward layer 3").
+  void complete(const char* name, int index, int track, std::int64_t start_ns, std::int64_t end_ns) {
+    events_.push_back({name, index, track, start_ns, end_ns - start_ns});
   }
   // Names a track (a metadata event in the file).
   void name_track(int track, std::string name);
@@ -59,10 +69,11 @@ class Tracer {
     const char* name;
     int index;
     int track;
-    std::int64_t ts_us, dur_us;
+    std::int64_t ts_ns, dur_ns;
   };
   int rank_;
   std::int64_t clock_sync_us_;
+  std::int64_t last_ns_ = 0;
   std::vector<Event> events_;
   std::vector<std::pair<int, std::string>> tracks_;
   TraceAnnotator* annotator_ = nullptr;
@@ -78,11 +89,11 @@ class TraceSpan {
   explicit TraceSpan(const char* name, int index = -1) : tracer_(active_tracer()), name_(name), index_(index) {
     if (!tracer_) return;
     if (TraceAnnotator* a = tracer_->annotator()) a->push(name_, index_);
-    start_us_ = Tracer::now_us();
+    start_ns_ = tracer_->tick();
   }
   ~TraceSpan() {
     if (!tracer_) return;
-    tracer_->complete(name_, index_, kTraceMainTrack, start_us_, Tracer::now_us());
+    tracer_->complete(name_, index_, kTraceMainTrack, start_ns_, tracer_->tick());
     if (TraceAnnotator* a = tracer_->annotator()) a->pop();
   }
   TraceSpan(const TraceSpan&) = delete;
@@ -92,7 +103,7 @@ class TraceSpan {
   Tracer* tracer_;
   const char* name_;
   int index_;
-  std::int64_t start_us_ = 0;
+  std::int64_t start_ns_ = 0;
 };
 
 }  // namespace mpiddp

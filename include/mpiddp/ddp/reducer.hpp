@@ -28,7 +28,7 @@ struct Bucket {
   std::vector<std::size_t> parameters;       // indices, in the order they become ready
   std::size_t ready = 0;
   std::unique_ptr<PendingReduction> pending;
-  std::int64_t launch_us = 0;                // when tracing: the launch time
+  std::int64_t launch_ns = 0;                // when tracing: the launch time (Tracer::tick)
 };
 
 class GradientReducer {
@@ -82,7 +82,7 @@ class GradientReducer {
 
  private:
   void launch_ready_buckets();
-  void trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_us) const;
+  void trace_bucket(Tracer& tracer, std::size_t index, std::int64_t end_ns) const;
 
   ParameterStore& params_;
   Communicator& comm_;
