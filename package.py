@@ -1,5 +1,5 @@
 # Spack recipe for mpiddp (Spack 1.x). Put it in a package repository as
-# packages/mpiddp/package.py (README "Install with Spack" shows the set-up).
+# packages/mpiddp/package.py (docs/spack.md shows the set-up).
 import os
 
 from spack_repo.builtin.build_systems.cmake import CMakePackage

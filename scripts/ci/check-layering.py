@@ -2,7 +2,7 @@
 """Checks the module layering of mpiddp from the #include lines.
 
 Each folder under src/ and include/mpiddp/ is a module. Modules form one order,
-lowest first (README "Architecture"); a file may include headers of its own
+lowest first (docs/architecture.md); a file may include headers of its own
 module and of modules below it, never above. Public headers (include/mpiddp/)
 must not pull in third-party headers that only one module needs (HDF5, CUDA,
 NCCL), so that including mpiddp headers stays cheap and backend-free.

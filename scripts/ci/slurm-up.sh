@@ -102,7 +102,7 @@ start_munge() {
   alive /run/munge/munged.pid munged || runuser -u munge -- /usr/sbin/munged
 }
 
-# The settings both shapes share (see REFERENCE.md for why each is there);
+# The settings both shapes share (docs/slurm.md, "Many nodes", says why each is there);
 # \$1: more SchedulerParameters.
 common_conf() {
   cat <<CONF

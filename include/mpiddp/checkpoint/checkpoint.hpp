@@ -1,5 +1,5 @@
 #pragma once
-// HDF5 checkpoints written by rank 0 (layout in README "Checkpoint layout").
+// HDF5 checkpoints written by rank 0 (layout in docs/outputs-and-checkpoints.md).
 // A checkpoint is written to a temporary file in the same directory, fsync'ed,
 // renamed into place, the directory fsync'ed, and only then is the `latest`
 // pointer replaced the same way, so a crash leaves either the old or the new

@@ -1,6 +1,6 @@
 #pragma once
 // Sizes declared by files and arguments are checked against what the machine can
-// hold before anything is allocated from them (README "Data set layout").
+// hold before anything is allocated from them (docs/data.md).
 #include <cstdint>
 #include <string>
 

@@ -1,5 +1,5 @@
 #pragma once
-// A data set stored as HDF5 shards (see README "Data set layout"): every shard
+// A data set stored as HDF5 shards (see docs/data.md): every shard
 // has a 2-D `features` dataset (rows = samples; uint8 with a `scale` attribute,
 // or float32) and a `labels` dataset (int32 class ids, or float32 targets).
 // Shards are ordered by file name; global sample i is row i - first(shard) of

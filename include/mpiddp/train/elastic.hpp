@@ -4,7 +4,7 @@
 // order, split over the new world (sampler.hpp's remaining_share); later epochs
 // are the new world's own; the learning-rate schedule follows the position in
 // the data, counted in this job's steps; global_step keeps counting the steps
-// actually taken. The rules are in README "Elastic resume".
+// actually taken. The rules are in docs/resume.md, "Elastic resume".
 #include <cstdint>
 #include <string>
 
