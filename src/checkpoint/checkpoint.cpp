@@ -321,6 +321,7 @@ void read_initial_weights(const std::string& path, ParameterStore& params) {
   if (::access(path.c_str(), R_OK) != 0) throw InputError(where + ": cannot read (" + std::strerror(errno) + ")");
   h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw InputError(where + ": not a readable HDF5 file");
+  h5::refuse_outside_storage(file.get(), where);
   if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0)
     throw InputError(where + ": no /params group (write one with scripts/from-torch)");
   std::vector<float> values;
@@ -338,6 +339,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read checkpoint (" + std::strerror(errno) + ")");
   h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw InputError(path + ": not a readable HDF5 checkpoint (truncated or damaged?)");
+  h5::refuse_outside_storage(file.get(), path);
   const hid_t f = file.get();
   if (!h5::has_attribute(f, "format_version")) throw InputError(path + ": not an mpiddp checkpoint (no format_version)");
   const std::int64_t format = h5::read_int_attribute(f, "format_version", path);

@@ -91,7 +91,7 @@ std::vector<hsize_t> dims_of(hid_t dataset) {
 // pass over the source: a float is NaN or Inf exactly when its exponent bits are
 // all ones, and adding one to that exponent then carries into the sign bit. Plain
 // integer operations vectorise, so on Fashion-MNIST as float32 the check adds
-// about 60 ns to a 784-feature row's copy (README "Data set layout").
+// about 60 ns to a 784-feature row's copy (docs/data.md).
 bool copy_all_finite(float* dst, const void* src, std::size_t n) {
   const auto* bytes = static_cast<const unsigned char*>(src);
   std::uint32_t carry = 0;
@@ -124,6 +124,7 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
   H5Pset_sieve_buf_size(access.get(), 0);
   shard.file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
   if (!shard.file) throw InputError(path + ": not a readable HDF5 file");
+  h5::refuse_outside_storage(shard.file.get(), path);
   for (const auto* name : {&features_name_, &labels_name_}) {
     if (H5Lexists(shard.file.get(), name->c_str(), H5P_DEFAULT) <= 0)
       throw InputError(path + ": no dataset '" + *name + "' (set data." +

@@ -17,6 +17,50 @@ std::mutex& library_mutex() {
   return mutex;
 }
 
+namespace {
+struct StorageVisit {
+  std::string where, problem;
+};
+
+const char* link_kind(H5L_type_t type) {
+  if (type == H5L_TYPE_SOFT) return "a soft link";
+  if (type == H5L_TYPE_EXTERNAL) return "an external link (into another file)";
+  return "a user-defined link";
+}
+
+herr_t check_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  auto& visit = *static_cast<StorageVisit*>(data);
+  const std::string object = visit.where + ": '" + name + "'";
+  if (info->type != H5L_TYPE_HARD) {
+    visit.problem = object + " is " + link_kind(info->type) + "; mpiddp reads only objects stored in the file itself";
+    return 1;
+  }
+  Handle opened(H5Oopen(group, name, H5P_DEFAULT), H5Oclose);
+  if (!opened) {
+    visit.problem = object + ": cannot open (damaged?)";
+    return 1;
+  }
+  if (H5Iget_type(opened.get()) != H5I_DATASET) return 0;
+  Handle plist(H5Dget_create_plist(opened.get()), H5Pclose);
+  if (!plist) {
+    visit.problem = object + ": cannot read its storage layout (damaged?)";
+    return 1;
+  }
+  if (H5Pget_layout(plist.get()) == H5D_VIRTUAL)
+    visit.problem = object + " is a virtual dataset (its data lies in other files); refused";
+  else if (H5Pget_external_count(plist.get()) != 0)
+    visit.problem = object + " keeps its data in external files; refused";
+  return visit.problem.empty() ? 0 : 1;
+}
+}  // namespace
+
+void refuse_outside_storage(hid_t file, const std::string& where) {
+  StorageVisit visit{where, {}};
+  const herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, check_link, &visit);
+  if (!visit.problem.empty()) throw InputError(visit.problem);
+  if (rc < 0) throw InputError(where + ": cannot list its objects (damaged?)");
+}
+
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
 
 std::vector<std::string> link_names(hid_t group, const std::string& where) {

@@ -62,6 +62,12 @@ void check(herr_t rc, const std::string& what) {
   if (rc < 0) throw Error(what);
 }
 
+// Refuses (InputError naming `where` and the object) a file that would make a
+// read leave it: a link that is not a hard link (soft, external or user-defined)
+// or a dataset whose raw data is stored elsewhere (external storage, a virtual
+// dataset). Called on every file mpiddp reads: data shards, checkpoints, init files.
+void refuse_outside_storage(hid_t file, const std::string& where);
+
 bool has_attribute(hid_t object, const char* name);
 // The names of a group's members (links), in name order.
 std::vector<std::string> link_names(hid_t group, const std::string& where);

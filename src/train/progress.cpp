@@ -25,6 +25,7 @@ double ProgressLog::record(const RecordPoint& at) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
   const double rate = window.samples / std::max(1e-9, seconds);
   const double mean_loss = window.loss / std::max(1.0, window.samples);
+  std::string line;
   if (session_.root) {
     std::printf("epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s\n",
                 static_cast<long long>(at.epoch), session_.config.train.epochs,
@@ -39,8 +40,12 @@ double ProgressLog::record(const RecordPoint& at) {
     record["loss"] = mean_loss;
     record["lr"] = at.lr;
     record["samples_per_s"] = rate;
-    session_.output->metric(json_line(record));
+    line = json_line(record);
   }
+  // Every rank ends with rank 0's line when the record cannot be written.
+  agree_or_fail(session_.comm, [&] {
+    if (session_.root) session_.output->metric(line);
+  });
   loss_ = samples_ = 0.0;
   window_start_ = std::chrono::steady_clock::now();
   return mean_loss;

@@ -58,9 +58,14 @@ RunOutput::~RunOutput() {
 }
 
 void RunOutput::metric(const std::string& json_line) {
-  std::fputs(json_line.c_str(), metrics_);
-  std::fputc('\n', metrics_);
-  std::fflush(metrics_);
+  // A record that cannot be written ends the job, as a failed checkpoint does:
+  // the file would otherwise lose records without a word (a full disk).
+  errno = 0;
+  const bool ok = std::fputs(json_line.c_str(), metrics_) >= 0 && std::fputc('\n', metrics_) != EOF &&
+                  std::fflush(metrics_) == 0;
+  if (!ok)
+    throw RuntimeError(dir_ + "/metrics.jsonl: cannot append a record (" +
+                       (errno ? std::strerror(errno) : "write failed") + ")");
 }
 
 void RunOutput::summary(const std::string& json) { write_file_atomically(dir_ + "/summary.json", json + "\n"); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "mpiddp/common/error.hpp"
@@ -157,6 +158,12 @@ void TrainingSession::restore(const std::string& resume) {
   agree_or_fail(comm, [&] {
     if (!root) return;
     check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
+    // Locked before any checkpoint is read, then checked again: another job may
+    // have written into it meanwhile.
+    if (std::filesystem::is_directory(config.run.dir)) {
+      lock.acquire(config.run.dir);
+      check_run_dir(config.run.dir, resume, resume == "auto" && !checkpoints.complete_checkpoints().empty());
+    }
     if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
   });
   const ShardLayout* shards = reducer->shards().world > 1 ? &reducer->shards() : nullptr;  // ddp.zero_stage = 1
@@ -181,10 +188,23 @@ void TrainingSession::restore(const std::string& resume) {
     state.epoch_shuffled = resumed->epoch_shuffled;
     state.elastic_resumes = resumed->elastic_resumes + (geometry_changed(*resumed, state) ? 1 : 0);
   }
+  // Re-running a finished run (what a requeue or a sweep task does with
+  // --resume auto) leaves it as it is: no output is reopened, so no file changes.
+  complete = resumed && (resumed->epoch >= config.train.epochs ||
+                         (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
+  if (complete) return;
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
   agree_or_fail(comm, [&] {
     if (!root) return;
+    if (!lock.tried()) {  // run.dir did not exist: a fresh start, which creates it now
+      std::error_code ec;
+      std::filesystem::create_directories(config.run.dir, ec);
+      if (ec) throw InputError("run.dir " + config.run.dir + ": cannot create (" + ec.message() + ")");
+      lock.acquire(config.run.dir);
+      check_run_dir(config.run.dir, "", false);  // a fresh start: a job that raced this one may have written there
+    }
+    lock.record_holder();
     checkpoints.remove_stale_temporaries();
     output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
                                          state.epoch);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "mpiddp/common/error.hpp"
@@ -247,7 +248,13 @@ class Trainer {
     s_.reducer->broadcast_buffers();
     last_eval_ = evaluate(*s_.model, *s_.test_data, s_.comm, config_, s_.classification);
     evaluated_ = true;
-    if (!s_.root) return;
+    // Every rank ends with rank 0's line when the record cannot be written.
+    agree_or_fail(s_.comm, [&] {
+      if (s_.root) record_evaluation(completed);
+    });
+  }
+
+  void record_evaluation(std::int64_t completed) {
     std::printf("epoch %lld/%d test loss %.4f accuracy %.4f (%lld samples)\n", static_cast<long long>(completed),
                 config_.train.epochs, last_eval_.loss, last_eval_.accuracy,
                 static_cast<long long>(last_eval_.samples));
@@ -328,12 +335,33 @@ TrainSummary Trainer::finish() {
 
 }  // namespace
 
+// The one line for a run that is already complete.
+static std::string describe_complete_run(const TrainingSession& session) {
+  const TrainingState& at = *session.resumed;
+  const Config& config = session.config;
+  const bool by_steps = config.train.max_steps > 0 && at.global_step >= config.train.max_steps;
+  std::string line = "run.dir " + config.run.dir + ": the run is complete (" +
+                     (by_steps ? "train.max_steps = " + std::to_string(config.train.max_steps) + " reached"
+                               : "epoch " + std::to_string(at.epoch) + " of train.epochs = " +
+                                     std::to_string(config.train.epochs) + " done") +
+                     ", global step " + std::to_string(at.global_step) + "); nothing to train, no file changed";
+  std::error_code ec;
+  if (!std::filesystem::exists(config.run.dir + "/summary.json", ec)) line += " (it has no summary.json)";
+  return line + "; raise " + (by_steps ? "train.max_steps" : "train.epochs") + " to train it further";
+}
+
 TrainSummary run_training(const Config& config, ProcessGroup& group, const std::string& resume) {
   const auto start = Clock::now();
   Watchdog::instance().start(config.dist.timeout_s, group.world().rank());
   TrainSummary summary;
   {
     TrainingSession session(config, group, resume);
+    if (session.complete) {
+      if (session.root) std::printf("%s\n", describe_complete_run(session).c_str());
+      Watchdog::instance().stop();
+      summary.complete = true;
+      return summary;
+    }
     session.print_banner();
     summary = Trainer(session, start).run();
   }  // the session's teardown (GPU waits, ncclCommFinalize) still runs under the watchdog

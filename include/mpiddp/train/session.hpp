@@ -18,6 +18,7 @@
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/train/run_lock.hpp"
 #include "mpiddp/train/run_output.hpp"
 
 namespace mpiddp {
@@ -61,8 +62,12 @@ class TrainingSession {
   // The position and counters of the run; a resume starts from the checkpoint's.
   TrainingState state;
   std::optional<TrainingState> resumed;
-  std::unique_ptr<RunOutput> output;  // rank 0 only
+  RunLock lock;  // rank 0: one job per run.dir; declared before `output`, so it outlives it
+  std::unique_ptr<RunOutput> output;  // rank 0 only; null when `complete`
   StepPlan plan;
+  // The checkpoint resumed from ends the run (train.epochs done, or
+  // train.max_steps reached): nothing is trained and no file is written.
+  bool complete = false;
 
  private:
   void open_data(int ranks_on_node);

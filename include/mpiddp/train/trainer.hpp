@@ -21,7 +21,8 @@ struct TrainSummary {
   double train_s = 0.0, wall_s = 0.0;
   double data_wait_share = 0.0, compute_share = 0.0, allreduce_share = 0.0;
   bool preempted = false;  // stopped by a signal after checkpointing
-  // Memory (README "ZeRO"): the optimizer state one rank holds (the largest
+  bool complete = false;   // resumed from the run's end: nothing was trained
+  // Memory (docs/zero.md): the optimizer state one rank holds (the largest
   // shard's at ddp.zero_stage = 1), all parameters' bytes, and each rank's peak
   // host (VmHWM) and device (allocator) memory, with their maximum over ranks.
   int zero_stage = 0;

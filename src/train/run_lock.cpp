@@ -1,0 +1,79 @@
+#include "mpiddp/train/run_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp {
+namespace {
+
+// "host H, pid P, Slurm job J, since T": what a refused job is told.
+std::string holder_text() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string text = std::string("host ") + host + ", pid " + std::to_string(getpid());
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) text += std::string(", Slurm job ") + job;
+  char when[64] = {0};
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc)) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text + ", since " + when;
+}
+
+// The holder as it recorded itself; one line whatever the file holds.
+std::string recorded_holder(const std::string& dir) {
+  std::string line;
+  std::ifstream in(dir + "/.lock");
+  std::getline(in, line);
+  if (line.size() > 300) line.resize(300);
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return line.empty() ? "a job that has not recorded its name yet" : line;
+}
+
+}  // namespace
+
+void RunLock::acquire(const std::string& run_dir) {
+  tried_ = true;
+  dir_ = run_dir;
+  const int fd = ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw InputError("run.dir " + run_dir + ": cannot open (" + std::strerror(errno) + ")");
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    fd_ = fd;
+    return;
+  }
+  const int why = errno;
+  ::close(fd);
+  if (why == EWOULDBLOCK)
+    throw InputError("run.dir " + run_dir + " is in use by another job (" + recorded_holder(run_dir) +
+                     "); one job per run directory: wait for it to end, or choose another run.dir");
+  // No flock on this file system: the run goes on unguarded rather than not at all.
+  std::fprintf(stderr, "mpiddp: warning: run.dir %s: cannot lock (%s); nothing stops a second job from using it\n",
+               run_dir.c_str(), std::strerror(why));
+}
+
+void RunLock::record_holder() const {
+  if (fd_ < 0) return;
+  const std::string path = dir_ + "/.lock", temp = path + ".tmp";
+  std::FILE* f = std::fopen(temp.c_str(), "w");
+  const std::string text = holder_text() + "\n";
+  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f && std::fclose(f) != 0) throw RuntimeError(path + ": cannot write (disk full?)");
+  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0)
+    throw RuntimeError(path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // the last descriptor closed releases the lock
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Hostile input, round 3 (runs and files): no HDF5 file mpiddp reads can make it
+# read another file (external storage, external or soft links, virtual datasets:
+# in init files, checkpoints and data shards); a finished run re-run with
+# --resume auto stays exactly as it was; one job per run directory (a second job
+# is refused, naming the holder; a killed job never blocks its requeue); a
+# metrics record that cannot be written ends the job with the reason.
+source "$(dirname "$0")/lib.sh"
+require_python_modules h5py numpy
+
+make_blobs_shards "$WORK/data" 400 1 2
+# 400 samples, 2 ranks, batch 20: 10 steps per epoch.
+write_ini "$WORK/run.ini" data.train="$WORK/data" model.hidden=16 train.batch_size=20 train.epochs=2 \
+  train.log_every=5 checkpoint.every_steps=5 checkpoint.keep=0
+T=(train "$WORK/run.ini")
+train2() { run_ranks 2 "${T[@]}" "$@"; }
+
+# Every file under DIR with its type, size, mtime and contents' hash.
+snapshot() {
+  (cd "$1" && find . -printf '%p %y %s %T@\n' | sort && find . -type f -print0 | sort -z | xargs -0r sha256sum)
+}
+unchanged() {  # NAME DIR SNAPSHOT_FILE
+  if snapshot "$2" | cmp -s - "$3"; then pass "$1: nothing in $(basename "$2") changed"
+  else fail "$1: $(basename "$2") changed"; diff <(snapshot "$2") "$3" | head -5 >&2 || true; fi
+}
+
+train2 --run.dir "$WORK/a" > "$WORK/a.log" 2>&1 || fail "reference run: exit $?"
+ckpt=$(latest_checkpoint "$WORK/a")
+
+# ---- 1. nothing outside the file: external storage, links, virtual datasets ----
+# A "secret" file whose bytes must never become an array (it stands for /etc/passwd).
+printf 'root:x:0:0:root:/root:/bin/bash\n%.0s' $(seq 64) > "$WORK/secret"
+# hostile_copy SRC DST KIND DATASET: DST is SRC with DATASET replaced by one whose
+# data lies outside the file (KIND external, elink, softlink, virtual).
+hostile_copy() {
+  "$PYTHON" - "$@" "$WORK/secret" <<'PY'
+import shutil, sys, h5py, numpy as np
+src, dst, kind, name, secret = sys.argv[1:]
+other = secret + "." + kind + ".other.h5"  # outside any data directory
+shutil.copyfile(src, dst)
+with h5py.File(dst, "r+") as f:
+    d = f[name]
+    shape, dtype = d.shape, d.dtype
+    del f[name]
+    if kind == "external":
+        f.create_dataset(name, shape=shape, dtype=dtype, external=[(secret, 0, int(np.prod(shape)) * dtype.itemsize)])
+    elif kind == "elink":
+        with h5py.File(other, "w") as o:
+            o.create_dataset("x", data=np.zeros(shape, dtype))
+        f[name] = h5py.ExternalLink(other, "/x")
+    elif kind == "softlink":
+        f.create_dataset(name + "_real", data=np.zeros(shape, dtype))
+        f[name] = h5py.SoftLink("/" + name + "_real")
+    elif kind == "virtual":
+        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+        with h5py.File(other, "w") as o:
+            o.create_dataset("x", data=np.zeros(shape, dtype))
+        layout[...] = h5py.VirtualSource(other, "x", shape=shape)
+        f.create_virtual_dataset(name, layout)
+PY
+}
+for kind in external elink softlink virtual; do
+  hostile_copy "$ckpt" "$WORK/init-$kind.h5" "$kind" params/layers.0.weight
+  expect_error "init-$kind" 2 "init-$kind.h5: 'params/layers.0.weight' " "${T[@]}" --run.dir "$WORK/i-$kind" \
+    --model.init "$WORK/init-$kind.h5"
+  [ ! -e "$WORK/i-$kind" ] || fail "init-$kind: a refused start created its run.dir"
+done
+# --resume PATH of a checkpoint with hostile storage (a copy of the run's own).
+for kind in external elink virtual; do
+  hostile_copy "$ckpt" "$WORK/resume-$kind.h5" "$kind" params/layers.0.weight
+  expect_error "resume-$kind" 2 "resume-$kind.h5: 'params/layers.0.weight' " "${T[@]}" --run.dir "$WORK/r-$kind" \
+    --resume "$WORK/resume-$kind.h5"
+done
+# A data shard whose features lie elsewhere.
+for kind in external elink virtual; do
+  mkdir -p "$WORK/data-$kind"
+  cp "$WORK/data/shard-00001-of-00002.h5" "$WORK/data-$kind/"
+  hostile_copy "$WORK/data/shard-00000-of-00002.h5" "$WORK/data-$kind/shard-00000-of-00002.h5" "$kind" features
+  expect_error "shard-$kind" 2 "shard-00000-of-00002.h5: 'features' " "${T[@]}" --run.dir "$WORK/s-$kind" \
+    --data.train "$WORK/data-$kind"
+done
+grep -l "root:x:0:0" "$WORK"/i-*/checkpoints/* "$WORK"/r-*/checkpoints/* 2>/dev/null \
+  && fail "the secret's bytes were written into a checkpoint" || pass "no checkpoint holds the secret's bytes"
+
+# ---- 2. a finished run re-run with --resume auto (a requeue, a sweep task) ----
+snapshot "$WORK/a" > "$WORK/a.snap"
+rc=0; train2 --run.dir "$WORK/a" --resume auto > "$WORK/again.log" 2>&1 || rc=$?
+[ "$rc" = 0 ] && grep -q "^run.dir $WORK/a: the run is complete (epoch 2 of train.epochs = 2 done, global step 20)" \
+  "$WORK/again.log" && pass "a finished run: $(grep 'the run is complete' "$WORK/again.log")" \
+  || { fail "finished run re-run: exit $rc"; tail -3 "$WORK/again.log" >&2; }
+unchanged finished-rerun "$WORK/a" "$WORK/a.snap"
+[ "$(json_field "$WORK/a/summary.json" epochs)" = 2 ] && pass "summary.json still reports 2 epochs" \
+  || fail "summary.json: $(cat "$WORK/a/summary.json")"
+# Stopped by train.max_steps: complete too, until max_steps is raised.
+train2 --run.dir "$WORK/m" --train.max_steps 7 > /dev/null 2>&1 || fail "max_steps run"
+snapshot "$WORK/m" > "$WORK/m.snap"
+train2 --run.dir "$WORK/m" --train.max_steps 7 --resume auto > "$WORK/m2.log" 2>&1 \
+  && grep -q "the run is complete (train.max_steps = 7 reached, global step 7)" "$WORK/m2.log" \
+  && pass "max_steps run re-run: complete" || fail "max_steps re-run: $(tail -2 "$WORK/m2.log")"
+unchanged max-steps-rerun "$WORK/m" "$WORK/m.snap"
+train2 --run.dir "$WORK/m" --train.max_steps 12 --resume auto > "$WORK/m3.log" 2>&1 \
+  && [ "$(json_field "$WORK/m/summary.json" steps)" = 12 ] && pass "raising train.max_steps continues it to step 12" \
+  || fail "max_steps raised: $(tail -2 "$WORK/m3.log")"
+# More epochs continue a finished run.
+cp -r "$WORK/a" "$WORK/a3"
+train2 --run.dir "$WORK/a3" --train.epochs 3 --resume auto > "$WORK/a3.log" 2>&1 \
+  && [ "$(json_field "$WORK/a3/summary.json" steps)" = 30 ] && pass "raising train.epochs continues a finished run" \
+  || fail "epochs raised: $(tail -2 "$WORK/a3.log")"
+
+# ---- 3. one job per run directory ----
+long=(--train.epochs 100000 --train.log_every 1)
+"$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" > "$WORK/busy.log" 2>&1 &
+job=$!
+if wait_for_line "$job" "$WORK/busy.log" "samples/s" 120 && holder=$(rank_pid "$job" 0) && [ -n "$holder" ]; then
+  snapshot "$WORK/busy" | grep -v -e metrics.jsonl -e checkpoints > "$WORK/busy.snap" || true
+  expect_error second-resume 2 "run.dir $WORK/busy is in use by another job (host $(hostname), pid $holder" \
+    "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" --resume auto
+  expect_error second-fresh 2 "run.dir $WORK/busy already holds a run" "${T[@]}" --run.dir "$WORK/busy"
+  ls "$WORK/busy/checkpoints" | grep -q "not-this-run" && fail "checkpoints renamed .not-this-run" \
+    || pass "the running job's checkpoints were left alone"
+  kill -9 "$holder"; end_job "$job" 120 || true
+  # The killed job's lock went with its process: the requeue runs.
+  # A few steps past the newest checkpoint file (the kill may have come after a
+  # rename and before `latest` was updated).
+  newest=$(ls "$WORK/busy/checkpoints" | sed -n 's/^ckpt-step-0*\([0-9][0-9]*\)\.h5$/\1/p' | sort -n | tail -1)
+  stop_at=$(( ${newest:-0} + 3 ))
+  rc=0; train2 "${long[@]}" --run.dir "$WORK/busy" --resume auto --train.max_steps "$stop_at" > "$WORK/requeue.log" 2>&1 \
+    || rc=$?
+  [ "$rc" = 0 ] && pass "after SIGKILL of the holder, --resume auto runs (the lock was released)" \
+    || { fail "requeue after SIGKILL: exit $rc"; tail -3 "$WORK/requeue.log" >&2; }
+else fail "no running job to lock run.dir"; kill_job "$job"; fi
+# Two fresh starts racing for one new run.dir: one trains, the other is refused,
+# and nothing of the winner's is renamed.
+for i in 1 2; do
+  "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" --run.dir "$WORK/race" > "$WORK/race$i.log" 2>&1 &
+  racer[$i]=$!
+done
+rcs=""
+for i in 1 2; do rc=0; wait "${racer[$i]}" || rc=$?; rcs+="$rc "; done
+if [ "$rcs" = "0 2 " ] || [ "$rcs" = "2 0 " ]; then
+  loser=$([ "${rcs%% *}" = 2 ] && echo 1 || echo 2)
+  grep -q -e "is in use by another job" -e "already holds a run" "$WORK/race$loser.log" \
+    && pass "racing fresh starts: one ran, one was refused: $(grep '^mpiddp: error' "$WORK/race$loser.log")" \
+    || fail "racing fresh starts: $(grep '^mpiddp: error' "$WORK/race$loser.log")"
+else fail "racing fresh starts exited $rcs"; fi
+ls "$WORK/race/checkpoints" | grep -q "not-this-run" && fail "race: checkpoints renamed .not-this-run" \
+  || [ "$(json_field "$WORK/race/summary.json" steps)" = 20 ] && pass "race: the winner's run is complete and its own" \
+  || fail "race: summary $(cat "$WORK/race/summary.json" 2>/dev/null)"
+
+# ---- 4. a metrics record that cannot be written (a full disk) ----
+if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/fs" && mount -t tmpfs -o size=4m tmpfs "$WORK/fs" 2>/dev/null; then
+  at_exit 'umount "$WORK/fs"'
+  "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --checkpoint.every_steps 0 --checkpoint.every_epochs 0 \
+    --run.dir "$WORK/fs/run" > "$WORK/full.log" 2>&1 &
+  job=$!
+  if wait_for_line "$job" "$WORK/full.log" "samples/s" 120; then
+    dd if=/dev/zero of="$WORK/fs/filler" bs=1k count=8192 status=none 2>/dev/null || true
+    end_job "$job" 300 || true
+    if [ "$JOB_RC" != 0 ] && [ "$JOB_RC" != 124 ] && [ "$(grep -c '^mpiddp: error' "$WORK/full.log")" = 1 ] \
+       && grep -q "^mpiddp: error: rank 0: $WORK/fs/run/metrics.jsonl: cannot append a record (No space left" \
+          "$WORK/full.log"; then
+      pass "full disk under metrics.jsonl: $(grep '^mpiddp: error' "$WORK/full.log")"
+    else fail "full disk under metrics.jsonl: exit $JOB_RC"; grep -a "error" "$WORK/full.log" | tail -3 >&2; fi
+  else kill_job "$job"; fi
+else echo "note: no tmpfs here (needs root): the full-disk metrics case was not run"; fi
+finish
