@@ -9,6 +9,10 @@
 namespace mpiddp {
 namespace {
 
+// Far beyond any real run's count of resumes at another geometry, and far below
+// the int64 limit, so the count can always grow by one more.
+constexpr std::int64_t kMaxElasticResumes = 1000000000;
+
 [[noreturn]] void refuse(const std::string& path, const char* attribute, const std::string& value,
                          const std::string& rule) {
   throw InputError(path + ": attribute '" + attribute + "' is " + value + ", " + rule +
@@ -39,6 +43,21 @@ void check_name(const TrainingState& state, const std::string& path) {
     refuse(path, "global_step", std::to_string(state.global_step), "but the file is named for step " + digits);
 }
 
+// Whether `length` = W x floor(N / W) for some world size W (data.drop_last):
+// W up to sqrt(N) directly, larger W through their quotient q = floor(N / W).
+bool drop_last_length(std::int64_t size, std::int64_t length) {
+  if (length < 1 || length > size) return false;
+  for (std::int64_t w = 1; w * w <= size; ++w) {
+    if ((size / w) * w == length) return true;
+    const std::int64_t q = w;  // every W with floor(N / W) = q lies in (N / (q + 1), N / q]
+    if (length % q == 0) {
+      const std::int64_t world = length / q;
+      if (world >= 1 && size / world == q) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void check_attributes(const TrainingState& s, const std::string& path) {
@@ -56,6 +75,15 @@ void check_attributes(const TrainingState& s, const std::string& path) {
   if (s.epoch_length > s.dataset_size)
     refuse(path, "epoch_length", std::to_string(s.epoch_length),
            "more than the dataset_size " + std::to_string(s.dataset_size));
+  // An epoch's order is the whole data set, or with drop_last what some world
+  // size leaves of it (W x floor(N / W), never below N / 2 + 1 for N > 1).
+  if (s.step_in_epoch > 0 && s.epoch_length != s.dataset_size && !drop_last_length(s.dataset_size, s.epoch_length))
+    refuse(path, "epoch_length", std::to_string(s.epoch_length),
+           "which no world size orders from " + std::to_string(s.dataset_size) + " samples");
+  // A counter that could not grow once more without overflowing.
+  if (s.elastic_resumes > kMaxElasticResumes)
+    refuse(path, "elastic_resumes", std::to_string(s.elastic_resumes),
+           "more than " + std::to_string(kMaxElasticResumes) + " (no run resumes that often)");
   if (s.epoch_samples_done > s.epoch_length)
     refuse(path, "epoch_samples_done", std::to_string(s.epoch_samples_done),
            "more than the epoch_length " + std::to_string(s.epoch_length));

@@ -20,6 +20,13 @@ WindowTotals ProgressLog::totals() {
   return {sums[0], sums[1]};
 }
 
+WindowTotals ProgressLog::fold() {
+  const WindowTotals window = totals();
+  loss_ = session_.root ? window.loss : 0.0;
+  samples_ = session_.root ? window.samples : 0.0;
+  return window;
+}
+
 double ProgressLog::record(const RecordPoint& at) {
   const WindowTotals window = totals();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();

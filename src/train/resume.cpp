@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
@@ -68,6 +69,50 @@ void check_same_layers(const std::string& path, const TrainingState& then, const
                                shown(new_layers->second) +
                                "; the checkpoint holds the weights of its own layers, so resume with the same "
                                "model.layers (or start a new run.dir)");
+}
+
+// "1, 28,28" -> {1, 28, 28}; empty for empty text or anything else.
+std::vector<std::size_t> dims_of(const std::string& text) {
+  std::vector<std::size_t> dims;
+  std::size_t value = 0;
+  bool digits = false;
+  for (char c : text + ",") {
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      if (value > (SIZE_MAX - 9) / 10) return {};
+      value = value * 10 + static_cast<std::size_t>(c - '0');
+      digits = true;
+    } else if (c == ',') {
+      if (!digits) return {};
+      dims.push_back(value);
+      value = 0;
+      digits = false;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      return {};
+    }
+  }
+  return dims;
+}
+
+std::string dims_text(const std::vector<std::size_t>& dims) {
+  std::string text;
+  for (std::size_t d : dims) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return text;
+}
+
+// The shape one sample has for the model: model.input_shape, else the shards'
+// sample shape. Another shape with the same element count fits every array of
+// a layer list that starts with a dense layer, and would go on as another model.
+void check_same_input_shape(const std::string& path, const TrainingState& then, const Config& config,
+                            const std::vector<std::size_t>& data_shape) {
+  const auto written = resolved_values(then.config_ini);
+  const auto stored = written.find("model.input_shape");
+  if (stored == written.end()) return;  // written before model.input_shape existed
+  const std::vector<std::size_t> was = stored->second.empty() ? data_shape : dims_of(stored->second);
+  const std::vector<std::size_t> is = config.model.input_dims.empty() ? data_shape : config.model.input_dims;
+  if (was == is) return;
+  const std::string shown = was.empty() ? "'" + stored->second + "'" : dims_text(was);
+  throw IncompatibleCheckpoint(path + ": written for input shape " + shown + " (model.input_shape), this job has " +
+                               dims_text(is) + "; resume with the same model.input_shape (or start a new run.dir)");
 }
 
 // The MLP shorthand's widths, when neither run has a layer list: another MLP's
@@ -202,7 +247,8 @@ std::vector<std::string> runs_checkpoints(const CheckpointDirectory& directory) 
 // Rank 0's choice and contents, read under agree_or_fail so that a bad file ends
 // every rank with rank 0's message.
 std::optional<TrainingState> load_on_root(const std::string& resume, const CheckpointDirectory& directory,
-                                          const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                          const Config& config, std::int64_t dataset_size,
+                                          const std::vector<std::size_t>& data_shape, ParameterStore& params,
                                           Optimizer& optimizer, int world, const ShardLayout* shards) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
@@ -220,6 +266,7 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
       const auto accept = [&](const TrainingState& then) {
         check_same_data(candidates[i], then, fresh_training_state(config, world, dataset_size));
         check_same_layers(candidates[i], then, config);
+        check_same_input_shape(candidates[i], then, config, data_shape);
         check_position(candidates[i], then, config, world);
         check_same_widths(candidates[i], then, config);
       };
@@ -255,13 +302,15 @@ TrainingState fresh_training_state(const Config& config, int world_size, std::in
 }
 
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
-                                             const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                             const Config& config, std::int64_t dataset_size,
+                                             const std::vector<std::size_t>& data_shape, ParameterStore& params,
                                              Optimizer& optimizer, Communicator& comm, const ShardLayout* shards) {
   if (resume.empty()) return std::nullopt;
   std::optional<TrainingState> state;
   agree_or_fail(comm, [&] {
     if (comm.rank() == 0)
-      state = load_on_root(resume, directory, config, dataset_size, params, optimizer, comm.size(), shards);
+      state = load_on_root(resume, directory, config, dataset_size, data_shape, params, optimizer, comm.size(),
+                           shards);
   });
   // The position and the writer's geometry reach every rank (an elastic resume
   // splits the rest of the epoch by them).

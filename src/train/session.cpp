@@ -167,7 +167,8 @@ void TrainingSession::restore(const std::string& resume) {
     if (!resume.empty() && resume != "auto") check_resume_into(config.run.dir, checkpoints, resume);
   });
   const ShardLayout* shards = reducer->shards().world > 1 ? &reducer->shards() : nullptr;  // ddp.zero_stage = 1
-  resumed = resume_training(resume, checkpoints, config, state.dataset_size, model->parameters(), *optimizer, comm,
+  resumed = resume_training(resume, checkpoints, config, state.dataset_size, train_data->sample_shape(),
+                            model->parameters(), *optimizer, comm,
                             shards);
   if (!resumed && !config.model.init.empty()) start_from_initial_weights();
   // An epoch continued at another world size ends with its own last batch.

@@ -32,6 +32,11 @@ class ProgressLog {
   }
   // Collective: the current window over all ranks.
   WindowTotals totals();
+  // Collective: the window as a checkpoint stores it (all-rank totals), now
+  // held by rank 0 alone, as a resume from that checkpoint holds it. The next
+  // record then adds the same numbers in the same order whether or not the job
+  // stopped there, so a resumed run logs the same bits.
+  WindowTotals fold();
   // Collective: prints and stores one record, then starts a new window. Returns
   // the window's mean loss.
   double record(const RecordPoint& at);

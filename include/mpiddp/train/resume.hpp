@@ -3,6 +3,7 @@
 // weights, optimizer state and position, so the run continues bit-exactly.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/config/config.hpp"
@@ -22,10 +23,12 @@ TrainingState fresh_training_state(const Config& config, int world_size, std::in
 // seed or model, or a position this job's train.epochs / max_steps end before
 // (IncompatibleCheckpoint); and one whose position does not fit the writer's
 // step arithmetic (InputError, like a damaged file: auto falls back to an older one).
-// Returns nullopt for a fresh start. `shards` (ddp.zero_stage = 1 on several
+// `data_shape`: the training shards' sample shape (model.input_shape is checked
+// against the writer's, resolved the same way). Returns nullopt for a fresh start. `shards` (ddp.zero_stage = 1 on several
 // ranks): each rank loads only its shard of the optimizer state.
 std::optional<TrainingState> resume_training(const std::string& resume, const CheckpointDirectory& directory,
-                                             const Config& config, std::int64_t dataset_size, ParameterStore& params,
+                                             const Config& config, std::int64_t dataset_size,
+                                             const std::vector<std::size_t>& data_shape, ParameterStore& params,
                                              Optimizer& optimizer, Communicator& comm,
                                              const ShardLayout* shards = nullptr);
 
