@@ -7,6 +7,7 @@ arguments minus the input size. The input sizes come from the parameters'
 shapes (/params/layers.<i>.weight), so no shape inference is needed here; the
 module at index i of the torch.nn.Sequential is mpiddp's layers.<i>.
 """
+import math
 import re
 
 # PyTorch's argument names in positional order, as mpiddp's registry lists them.
@@ -61,11 +62,25 @@ def parse_call(text, index):
     return name, values
 
 
+def real(a, key, default, text, index):
+    """A float argument, finite: its repr() is then a Python literal (inf and nan are not)."""
+    try:
+        value = float(a.get(key, default))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise LayerListError(f"layer {index + 1} (layers.{index}) '{text}': {key} is not a finite number")
+    return value
+
+
 def module_code(layers, params, sync_batchnorm=False):
-    """The torch.nn constructor texts, one per layer; params: name -> array (its .shape is used)."""
+    """The torch.nn constructor texts, one per layer; params: name -> array (its .shape is used).
+    Only fixed module names, ints and finite floats (repr) go into the text."""
     codes = []
     for i, text in enumerate(split_calls(layers)):
         name, a = parse_call(text, i)
+        if name in ("maxpool2d", "avgpool2d") and "kernel_size" not in a:
+            raise LayerListError(f"layer {i + 1} (layers.{i}) '{text}': no kernel_size")
         weight = params.get(f"layers.{i}.weight")
         if name in ("linear", "conv2d", "batchnorm1d", "batchnorm2d") and weight is None:
             raise LayerListError(f"layer {i + 1} (layers.{i}) '{text}': no parameter layers.{i}.weight")
@@ -82,10 +97,10 @@ def module_code(layers, params, sync_batchnorm=False):
         elif name in ("batchnorm1d", "batchnorm2d"):
             # SyncBatchNorm (model.sync_batchnorm) computes what BatchNorm does on one process.
             kind = "BatchNorm1d" if name == "batchnorm1d" else "BatchNorm2d"
-            codes.append(f"torch.nn.{kind}({weight.shape[0]}, eps={float(a.get('eps', 1e-5))!r}, "
-                         f"momentum={float(a.get('momentum', 0.1))!r})")
+            codes.append(f"torch.nn.{kind}({weight.shape[0]}, eps={real(a, 'eps', 1e-5, text, i)!r}, "
+                         f"momentum={real(a, 'momentum', 0.1, text, i)!r})")
         elif name == "dropout":
-            codes.append(f"torch.nn.Dropout({float(a.get('p', 0.5))!r})")
+            codes.append(f"torch.nn.Dropout({real(a, 'p', 0.5, text, i)!r})")
         else:
             codes.append({"relu": "torch.nn.ReLU()", "gelu": "torch.nn.GELU()", "tanh": "torch.nn.Tanh()",
                           "flatten": "torch.nn.Flatten()"}[name])
