@@ -29,7 +29,7 @@ limit=0
 for i in $(seq "$cores"); do "$mpiddp" bench gemm --batch "$batch" --seconds 2 > "$work/gemm$i" & done
 wait
 for i in $(seq "$cores"); do
-  limit=$(/usr/bin/python3 -c "print(int($limit + float(open('$work/gemm$i').read().split()[7])))")
+  limit=$(/usr/bin/python3 -c "print(int($limit + float(open('$work/gemm$i').read().splitlines()[-1].split()[7])))")
 done
 
 declare -A ours torch_rate

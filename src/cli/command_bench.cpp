@@ -2,9 +2,13 @@
 // (forward, weight gradients and input gradients, as a training step runs
 // them), on one core. scripts/bench.sh compares the trainer against it.
 #include <boost/program_options.hpp>
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "bench_reference.hpp"
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
@@ -12,13 +16,82 @@
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
-#include "mpiddp/device/matrix.hpp"
 
 namespace po = boost::program_options;
 
 namespace mpiddp {
 
 namespace {
+
+// The MLP's matrix products as a training step runs them: forward, then per
+// layer (last first) the weight gradient and, but for the first layer, the
+// input gradient. Random operands (zeros would be fast and prove nothing).
+class GemmMlp {
+ public:
+  GemmMlp(const std::vector<int>& widths, int batch) : widths_(widths), batch_(batch) {
+    const std::size_t layers = widths.size() - 1;
+    for (std::size_t l = 0; l < layers; ++l) {
+      const auto weights = static_cast<std::size_t>(widths[l + 1]) * widths[l];
+      w_.push_back(bench::random_values(weights, 10 + l));
+      b_.push_back(bench::random_values(widths[l + 1], 20 + l));
+      dw_.emplace_back(weights);
+      db_.emplace_back(widths[l + 1]);
+    }
+    for (std::size_t l = 0; l <= layers; ++l) {
+      act_.push_back(bench::random_values(static_cast<std::size_t>(batch) * widths[l], 30 + l));
+      grad_.push_back(bench::random_values(static_cast<std::size_t>(batch) * widths[l], 40 + l));
+    }
+  }
+
+  void step() {
+    const std::size_t layers = w_.size();
+    for (std::size_t l = 0; l < layers; ++l)
+      cpu::linear_forward(act_[l].data(), w_[l].data(), b_[l].data(), act_[l + 1].data(), batch_, widths_[l],
+                          widths_[l + 1]);
+    for (std::size_t l = layers; l-- > 0;) {
+      cpu::linear_backward_params(act_[l].data(), grad_[l + 1].data(), dw_[l].data(), db_[l].data(), batch_,
+                                  widths_[l], widths_[l + 1], false);
+      if (l > 0)
+        cpu::linear_backward_input(grad_[l + 1].data(), w_[l].data(), grad_[l].data(), batch_, widths_[l],
+                                   widths_[l + 1]);
+    }
+  }
+
+  // Every product of the last step against the plain loops, from the same operands.
+  std::size_t check(std::size_t& checked) const {
+    std::size_t wrong = 0;
+    checked = 0;
+    for (std::size_t l = 0; l < w_.size(); ++l) {
+      const int in = widths_[l], out = widths_[l + 1];
+      const double tolerance = 4.0 * (std::max(in, batch_) + 1) * 1.2e-7;  // float sums of that many terms
+      const auto compare = [&](const float* got, const std::vector<float>& want) {
+        wrong += bench::count_wrong(got, want.data(), want.size(), tolerance);
+        checked += want.size();
+      };
+      compare(act_[l + 1].data(), bench::linear_forward(act_[l].data(), w_[l].data(), b_[l].data(), batch_, in, out));
+      std::vector<float> params(dw_[l]);
+      params.insert(params.end(), db_[l].begin(), db_[l].end());
+      const auto want = bench::linear_params_grad(act_[l].data(), grad_[l + 1].data(), batch_, in, out);
+      wrong += bench::count_wrong(params.data(), want.data(), want.size(), tolerance);
+      checked += want.size();
+      if (l > 0) compare(grad_[l].data(), bench::linear_input_grad(grad_[l + 1].data(), w_[l].data(), batch_, in, out));
+    }
+    return wrong;
+  }
+
+  double flops_per_step() const {
+    double flops = 0.0;
+    for (std::size_t l = 0; l + 1 < widths_.size(); ++l)  // no input gradient for layer 0
+      flops += 2.0 * batch_ * widths_[l] * widths_[l + 1] * (l == 0 ? 2 : 3);
+    return flops;
+  }
+
+ private:
+  std::vector<int> widths_;
+  int batch_;
+  std::vector<std::vector<float>> w_, b_, dw_, db_, act_, grad_;
+};
+
 void check_seconds(double seconds) {
   if (!(seconds > 0.0 && seconds <= 3600.0)) throw InputError("--seconds must be in (0, 3600], got " + std::to_string(seconds));
 }
@@ -76,44 +149,16 @@ int command_bench(const std::vector<std::string>& args) {
   for (int w : config.model.hidden_sizes) widths.push_back(w);
   widths.push_back(outputs);
   cpu::set_blas_threads(threads);
-
-  const std::size_t layers = widths.size() - 1;
-  std::vector<Matrix> w(layers), dw(layers), act(layers + 1), grad(layers + 1);
-  std::vector<std::vector<float>> b(layers), db(layers);
-  for (std::size_t l = 0; l < layers; ++l) {
-    w[l] = Matrix(widths[l + 1], widths[l]);
-    dw[l] = Matrix(widths[l + 1], widths[l]);
-    b[l].assign(widths[l + 1], 0.0f);
-    db[l].assign(widths[l + 1], 0.0f);
-  }
-  for (std::size_t l = 0; l <= layers; ++l) {
-    act[l] = Matrix(batch, widths[l]);
-    grad[l] = Matrix(batch, widths[l]);
-  }
-  double flops_per_step = 0.0;
-  for (std::size_t l = 0; l < layers; ++l)
-    flops_per_step += 2.0 * batch * widths[l] * widths[l + 1] * (l == 0 ? 2 : 3);  // no input gradient for layer 0
-
-  auto step = [&] {
-    for (std::size_t l = 0; l < layers; ++l)
-      cpu::linear_forward(act[l].data(), w[l].data(), b[l].data(), act[l + 1].data(), batch, widths[l], widths[l + 1]);
-    for (std::size_t l = layers; l-- > 0;) {
-      cpu::linear_backward_params(act[l].data(), grad[l + 1].data(), dw[l].data(), db[l].data(), batch, widths[l],
-                                  widths[l + 1], false);
-      if (l > 0) cpu::linear_backward_input(grad[l + 1].data(), w[l].data(), grad[l].data(), batch, widths[l], widths[l + 1]);
-    }
-  };
-  for (int i = 0; i < 20; ++i) step();
-  const auto start = std::chrono::steady_clock::now();
-  long steps = 0;
-  double elapsed = 0.0;
-  while (elapsed < seconds) {
-    for (int i = 0; i < 20; ++i) step();
-    steps += 20;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  std::printf("gemm-only MLP %s batch %d threads %d: %.0f samples/s, %.1f GFLOP/s\n", hidden.c_str(), batch, threads,
-              static_cast<double>(steps) * batch / elapsed, flops_per_step * steps / elapsed / 1e9);
+  GemmMlp mlp(widths, batch);
+  bench::Times times = bench::time_calls([&] { mlp.step(); }, seconds, 20);
+  std::size_t checked = 0;
+  const std::size_t wrong = mlp.check(checked);
+  bench::print_line("gemm-only MLP " + hidden + " batch " + std::to_string(batch) + " threads " +
+                        std::to_string(threads) + " (one step)",
+                    times, mlp.flops_per_step(), wrong, checked);
+  std::printf("gemm-only MLP %s batch %d threads %d: %.0f samples/s, %.1f GFLOP/s (median step)\n", hidden.c_str(),
+              batch, threads, batch / times.median_s, mlp.flops_per_step() / times.median_s / 1e9);
+  bench::require_right("bench gemm", wrong, checked);
   return kExitOk;
 }
 

@@ -2,14 +2,17 @@
 // shapes, each of its three products timed alone. scripts/bench-conv.sh puts it
 // next to oneDNN's convolution (as PyTorch calls it) on the same shapes.
 #include <boost/program_options.hpp>
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "bench_reference.hpp"
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/common/random.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/device/ops/conv_ops.hpp"
 
@@ -18,25 +21,28 @@ namespace po = boost::program_options;
 namespace mpiddp {
 namespace {
 
-// Seconds per call of `work`, repeated for at least `seconds` after a warm-up.
-double time_per_call(const std::function<void()>& work, double seconds) {
-  for (int i = 0; i < 3; ++i) work();
-  const auto start = std::chrono::steady_clock::now();
-  long calls = 0;
-  double elapsed = 0.0;
-  while (elapsed < seconds) {
-    work();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return elapsed / static_cast<double>(calls);
-}
-
-std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
-  CounterRng rng(seed);
-  std::vector<float> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = 2.0f * rng.uniform(i) - 1.0f;
-  return v;
+// Each product of the convolution on `g` against the plain loops, from the
+// same random operands. Counts the values checked in `checked`.
+std::size_t check_conv(ConvOps& conv, const ConvGeometry& g, std::size_t& checked) {
+  const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
+  const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();
+  const std::size_t weights = static_cast<std::size_t>(g.out_c) * g.c * g.kh * g.kw;
+  const auto x = bench::random_values(in, 11), w = bench::random_values(weights, 12), b = bench::random_values(g.out_c, 13);
+  const auto dy = bench::random_values(out, 14);
+  std::vector<float> y(out), dx(in), params(weights + g.out_c);
+  auto scratch = conv.make_scratch();
+  conv.conv_forward(x.data(), w.data(), b.data(), y.data(), g, scratch.get());
+  conv.conv_backward_params(x.data(), dy.data(), params.data(), params.data() + weights, g, false, scratch.get());
+  conv.conv_backward_input(dy.data(), w.data(), dx.data(), g, scratch.get());
+  const double terms = std::max<double>(static_cast<double>(g.c) * g.kh * g.kw, static_cast<double>(g.n) * g.out_h() * g.out_w());
+  const double tolerance = 4.0 * (terms + 1.0) * 1.2e-7;  // float sums of that many terms
+  const auto want_y = bench::conv_forward(x.data(), w.data(), b.data(), g);
+  const auto want_params = bench::conv_params_grad(x.data(), dy.data(), g);
+  const auto want_dx = bench::conv_input_grad(dy.data(), w.data(), g);
+  checked = want_y.size() + want_params.size() + want_dx.size();
+  return bench::count_wrong(y.data(), want_y.data(), y.size(), tolerance) +
+         bench::count_wrong(params.data(), want_params.data(), params.size(), tolerance) +
+         bench::count_wrong(dx.data(), want_dx.data(), dx.size(), tolerance);
 }
 
 }  // namespace
@@ -82,24 +88,35 @@ int command_bench_conv(const std::vector<std::string>& args) {
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();
   const std::size_t weights = static_cast<std::size_t>(g.out_c) * g.c * g.kh * g.kw;
-  std::vector<float> x = random_values(in, 1), w = random_values(weights, 2), b = random_values(g.out_c, 3);
-  std::vector<float> y(out), dy = random_values(out, 4), dx(in), dw(weights), db(g.out_c);
+  std::vector<float> x = bench::random_values(in, 1), w = bench::random_values(weights, 2),
+                     b = bench::random_values(g.out_c, 3);
+  std::vector<float> y(out), dy = bench::random_values(out, 4), dx(in), dw(weights), db(g.out_c);
   ConvOps& conv = cpu_device().ops<ConvOps>();
   auto scratch = conv.make_scratch();
   // Each product on its own: backward would otherwise reuse what forward kept.
-  const double forward = time_per_call([&] { conv.conv_forward(x.data(), w.data(), b.data(), y.data(), g, scratch.get()); }, seconds);
-  const double weight_grad = time_per_call([&] {
-    conv.conv_forward(x.data(), w.data(), b.data(), y.data(), g, scratch.get());
+  const bench::Times forward =
+      bench::time_calls([&] { conv.conv_forward(x.data(), w.data(), b.data(), y.data(), g, scratch.get()); }, seconds);
+  const bench::Times weight_grad = bench::time_calls([&] {
     conv.conv_backward_params(x.data(), dy.data(), dw.data(), db.data(), g, false, scratch.get());
-  }, seconds) - forward;
-  const double input_grad = time_per_call([&] {
-    conv.conv_backward_input(dy.data(), w.data(), dx.data(), g, scratch.get());
   }, seconds);
+  const bench::Times input_grad =
+      bench::time_calls([&] { conv.conv_backward_input(dy.data(), w.data(), dx.data(), g, scratch.get()); }, seconds);
+  // The check runs the same code on at most 4 samples (the plain loops are slow).
+  ConvGeometry small = g;
+  small.n = std::min(g.n, 4);
+  std::size_t checked = 0;
+  const std::size_t wrong = check_conv(conv, small, checked);
   const double flops = 2.0 * static_cast<double>(out) * g.c * g.kh * g.kw;
-  std::printf("conv im2col+openblas batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d: "
-              "forward %.3f ms (%.1f GFLOP/s) weight-grad %.3f ms (%.1f GFLOP/s) input-grad %.3f ms (%.1f GFLOP/s)\n",
-              g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding, threads, forward * 1e3, flops / forward / 1e9,
-              weight_grad * 1e3, flops / weight_grad / 1e9, input_grad * 1e3, flops / input_grad / 1e9);
+  char shape[160];
+  std::snprintf(shape, sizeof(shape), "conv im2col+openblas batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d",
+                g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding, threads);
+  bench::print_line(std::string(shape) + " forward", forward, flops, wrong, checked);
+  bench::print_line(std::string(shape) + " weight-grad", weight_grad, flops, wrong, checked);
+  bench::print_line(std::string(shape) + " input-grad", input_grad, flops, wrong, checked);
+  std::printf("%s: forward %.3f ms (%.1f GFLOP/s) weight-grad %.3f ms (%.1f GFLOP/s) input-grad %.3f ms (%.1f GFLOP/s)\n",
+              shape, forward.median_s * 1e3, flops / forward.median_s / 1e9, weight_grad.median_s * 1e3,
+              flops / weight_grad.median_s / 1e9, input_grad.median_s * 1e3, flops / input_grad.median_s / 1e9);
+  bench::require_right("bench conv", wrong, checked);
   return kExitOk;
 }
 

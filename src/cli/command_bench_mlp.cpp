@@ -5,7 +5,12 @@
 // and with none at all, so the exposed communication cost is the difference.
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "bench_harness.hpp"
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
@@ -60,6 +65,23 @@ double training_flops(const Sequential& model, int batch) {
     shape = out;
   }
   return flops;
+}
+
+// The bench's own check, as nccl-tests checks its collectives: after steps with
+// the gradient all-reduce every rank must hold rank 0's parameters bit for bit
+// (and all finite). Collective; returns the count of values that are not so on
+// any rank, and the count checked in `checked`.
+std::size_t parameters_off_rank0(ParameterStore& params, Communicator& comm, std::size_t& checked) {
+  params.pull_values();
+  const std::size_t count = params.total();
+  std::vector<float> mine(params.host_values(), params.host_values() + count), root(mine);
+  comm.broadcast(root.data(), count * sizeof(float), 0);
+  double wrong = 0.0;  // exact as a double up to 2^53
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(mine[i]) || std::memcmp(&mine[i], &root[i], sizeof(float)) != 0) wrong += 1.0;
+  comm.allreduce_sum(&wrong, 1);
+  checked = count * static_cast<std::size_t>(comm.size());
+  return static_cast<std::size_t>(wrong);
 }
 
 }  // namespace
@@ -160,7 +182,11 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   };
 
   double with = 0.0, without = 0.0;  // seconds per step
-  if (comm_mode != "none") with = time_steps(true);
+  std::size_t wrong = 0, checked = 0;
+  if (comm_mode != "none") {
+    with = time_steps(true);
+    wrong = parameters_off_rank0(model->parameters(), comm, checked);
+  }
   if (comm_mode != "on") without = time_steps(false);
   if (comm.rank() == 0) {
     const std::string shape =
@@ -182,8 +208,12 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
     if (comm_mode == "both")
       std::printf("exposed communication: %.1f%% of the step\n",
                   100.0 * std::max(0.0, with - without) / with);
+    if (comm_mode != "none")
+      std::printf("check: wrong %zu of %zu (every rank's parameters after the all-reduced steps are rank 0's, "
+                  "finite)\n", wrong, checked);
     std::fflush(stdout);
   }
+  bench::require_right("bench mlp", wrong, checked);
   return kExitOk;
 }
 
