@@ -1,13 +1,37 @@
 #include "mpiddp/train/trace_window.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
+
+namespace {
+// This job's name for its trace files, the same on every rank (rank 0's UTC
+// start time, to the second, and its pid): a resumed job writes beside the
+// first job's traces instead of over them, and scripts/trace-merge merges one
+// job at a time.
+std::string job_tag(Communicator& comm) {
+  char tag[64] = {0};
+  if (comm.rank() == 0) {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char when[32] = {0};
+    std::strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &utc);
+    std::snprintf(tag, sizeof(tag), "job-%s-%ld", when, static_cast<long>(getpid()));
+  }
+  comm.broadcast(tag, sizeof(tag), 0);
+  tag[sizeof(tag) - 1] = '\0';
+  return tag;
+}
+}  // namespace
 
 TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets,
                          Device& device)
@@ -28,7 +52,8 @@ TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t l
   if (device_) tracer_->name_track(kTraceDeviceTrack, "device (compute stream)");
   for (std::size_t b = 0; b < buckets; ++b)
     tracer_->name_track(kTraceBucketTrack + static_cast<int>(b), "allreduce bucket " + std::to_string(b));
-  path_ = (std::filesystem::path(config.run.dir) / "trace" / ("rank-" + std::to_string(rank) + ".json")).string();
+  path_ = (std::filesystem::path(config.run.dir) / "trace" / (job_tag(comm) + "-rank-" + std::to_string(rank) + ".json"))
+              .string();
 }
 
 void TraceWindow::advance() {

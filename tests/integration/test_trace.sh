@@ -17,10 +17,12 @@ same_parameters "$(latest_checkpoint "$WORK/on")" "$(latest_checkpoint "$WORK/of
   && pass "tracing leaves the parameters bit-identical" || fail "tracing changed the parameters"
 
 "$PYTHON" - "$WORK/on/trace" <<'PY' && pass "per-rank traces: format, nesting, buckets, step sums" || fail "per-rank traces"
-import json, os, re, sys
+import glob, json, os, re, sys
 PHASES = set("XBEMiIbenCsft")
+files = sorted(glob.glob(os.path.join(sys.argv[1], "job-*-rank-*.json")))
+assert len(files) == 2 and re.fullmatch(r"job-\d{8}T\d{6}Z-\d+-rank-0\.json", os.path.basename(files[0])), files
 for rank in (0, 1):
-    t = json.load(open(os.path.join(sys.argv[1], f"rank-{rank}.json")))
+    t = json.load(open(files[rank]))
     events, other = t["traceEvents"], t["otherData"]
     assert other["traced_steps"] == 3 and other["warmup_steps"] == 2 and other["buckets"] == 3, other
     assert all(e["ph"] in PHASES and e["pid"] == rank for e in events)
@@ -73,8 +75,10 @@ PY
 
 "$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" > "$WORK/merge.log" 2>&1 || fail "trace-merge exited $?"
 "$PYTHON" - "$WORK/on/trace" <<'PY' && pass "trace-merge: one process per rank on a common clock" || fail "merged trace"
-import json, os, sys
-events = json.load(open(os.path.join(sys.argv[1], "merged.json")))["traceEvents"]
+import glob, json, os, sys
+merged_files = glob.glob(os.path.join(sys.argv[1], "job-*-merged.json"))
+assert len(merged_files) == 1, merged_files
+events = json.load(open(merged_files[0]))["traceEvents"]
 assert {e["pid"] for e in events} == {0, 1}
 names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
 assert names == {0: "rank 0", 1: "rank 1"}, names
@@ -82,7 +86,7 @@ assert names == {0: "rank 0", 1: "rank 1"}, names
 # readings taken after the common barrier (arithmetic, not a bound on clocks).
 sync = {}
 for rank in (0, 1):
-    t = json.load(open(os.path.join(sys.argv[1], f"rank-{rank}.json")))
+    t = json.load(open(glob.glob(os.path.join(sys.argv[1], f"job-*-rank-{rank}.json"))[0]))
     sync[rank] = t["otherData"]["clock_sync_us"]
     own = [(e["name"], e["ts"]) for e in t["traceEvents"] if e["ph"] == "X"]
     merged = [(e["name"], e["ts"]) for e in events if e["pid"] == rank and e["ph"] == "X"]
@@ -93,6 +97,25 @@ PY
 "$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/off" > "$WORK/merge-off.log" 2>&1 && fail "trace-merge without traces succeeded" \
   || { grep -q "^trace-merge: error: no trace files" "$WORK/merge-off.log" && pass "trace-merge refuses a run without traces" \
        || fail "trace-merge error: $(cat "$WORK/merge-off.log")"; }
+
+# A resumed job (here at world 1) writes its own files beside the first job's;
+# trace-merge merges one job, the newest unless --job names another.
+sleep 1  # the jobs' tags hold their start to the second
+run_ranks 1 train "$WORK/trace.ini" --train.trace_steps 2 --train.max_steps 16 --run.dir "$WORK/on" --resume auto \
+  > "$WORK/on2.log" 2>&1 || fail "traced resumed run exited $?"
+jobs=$(ls "$WORK/on/trace" | sed -n 's/^\(job-.*\)-rank-[0-9]*\.json$/\1/p' | sort -u)
+first=$(head -1 <<< "$jobs") second=$(tail -1 <<< "$jobs")
+[ "$(wc -l <<< "$jobs")" = 2 ] && [ "$(ls "$WORK/on/trace" | grep -c "^$first-rank-")" = 2 ] \
+  && [ "$(ls "$WORK/on/trace" | grep -c "^$second-rank-")" = 1 ] \
+  && pass "the resumed job's trace is its own ($second: 1 rank) beside the first job's ($first: 2 ranks)" \
+  || fail "trace files after a resume: $(ls "$WORK/on/trace" | tr '\n' ' ')"
+"$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" > "$WORK/merge2.log" 2>&1 \
+  && grep -q "^$WORK/on/trace/$second-merged.json: 1 rank(s)" "$WORK/merge2.log" \
+  && grep -q "trace-merge: note: 2 jobs traced this run; merging the newest, $second" "$WORK/merge2.log" \
+  && pass "trace-merge merges the newest job alone, and says so" || fail "trace-merge newest: $(cat "$WORK/merge2.log")"
+"$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" --job "$first" > "$WORK/merge3.log" 2>&1 \
+  && grep -q "^$WORK/on/trace/$first-merged.json: 2 rank(s)" "$WORK/merge3.log" \
+  && pass "trace-merge --job merges the first job" || fail "trace-merge --job: $(cat "$WORK/merge3.log")"
 
 expect_error negative_trace_steps 1 "train.trace_steps" train "$WORK/trace.ini" --train.trace_steps -1 --run.dir "$WORK/bad"
 finish

@@ -1,6 +1,6 @@
 #pragma once
 // train.trace_steps: the steps whose timeline every rank writes to
-// <run.dir>/trace/rank-R.json. The first kTraceWarmupSteps steps this process
+// <run.dir>/trace/job-<UTC start>-<pid>-rank-R.json (one set of files per job). The first kTraceWarmupSteps steps this process
 // runs are skipped (first-touch allocations, BLAS and transport set-up would
 // dominate them), then train.trace_steps steps are traced and the file is
 // written at once, before the next step starts (or at the end of the run).
