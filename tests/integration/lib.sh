@@ -249,6 +249,17 @@ is_number() { [[ $1 =~ ^-?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]]; }
 at_least() { is_number "$1" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 below() { is_number "$1" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 
+# snapshot DIR: every file under DIR with its type, size, mtime and contents'
+# hash: equal snapshots mean nothing was created, removed or touched.
+snapshot() {
+  (cd "$1" && find . -printf '%p %y %s %T@\n' | sort && find . -type f -print0 | sort -z | xargs -0r sha256sum)
+}
+# unchanged NAME DIR SNAPSHOT_FILE: a check that DIR is as SNAPSHOT_FILE recorded it.
+unchanged() {
+  if snapshot "$2" | cmp -s - "$3"; then pass "$1: nothing in $(basename "$2") changed"
+  else fail "$1: $(basename "$2") changed"; diff <(snapshot "$2") "$3" | head -5 >&2 || true; fi
+}
+
 # The newest complete checkpoint of a run directory.
 latest_checkpoint() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest" 2>/dev/null || echo none)"; }
 # The global step of the checkpoint that a checkpoints directory's `latest` names; -1 if none.

@@ -14,15 +14,6 @@ write_ini "$WORK/run.ini" data.train="$WORK/data" model.hidden=16 train.batch_si
 T=(train "$WORK/run.ini")
 train2() { run_ranks 2 "${T[@]}" "$@"; }
 
-# Every file under DIR with its type, size, mtime and contents' hash: equal
-# snapshots mean nothing was created, removed or touched.
-snapshot() {
-  (cd "$1" && find . -printf '%p %y %s %T@\n' | sort && find . -type f -print0 | sort -z | xargs -0r sha256sum)
-}
-unchanged() {  # NAME DIR SNAPSHOT_FILE
-  if snapshot "$2" | cmp -s - "$3"; then pass "$1: nothing in $(basename "$2") changed"
-  else fail "$1: $(basename "$2") changed"; diff <(snapshot "$2") "$3" | head -5 >&2 || true; fi
-}
 # set_attr FILE [GROUP/]NAME VALUE [FILE NAME VALUE...]: an int64 attribute (float64
 # if VALUE has a dot), any number of them in one Python process.
 set_attr() {
