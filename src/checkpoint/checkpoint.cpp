@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <random>
 #include <set>
 
+#include "array_values.hpp"
 #include "attribute_checks.hpp"
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
@@ -62,6 +64,16 @@ void refuse_unknown_members(hid_t file, const std::string& group, const std::set
                        " (a checkpoint of another model?)");
 }
 
+// `total` zeroed floats to read group's arrays into; the model itself is in memory
+// already, so running out here is named, not a bare std::bad_alloc.
+void stage(std::vector<float>& out, std::size_t total, const std::string& group, const std::string& path) {
+  try {
+    out.assign(total, 0.0f);
+  } catch (const std::bad_alloc&) {
+    throw RuntimeError(path + ": out of memory while reading '" + group + "' (" + std::to_string(total) + " floats)");
+  }
+}
+
 // Reads group/<param name> for every parameter into `out` (same layout as the
 // flat buffers), checking names both ways and shapes.
 // With read_data false only the names and shapes are checked (`out` is left as it is).
@@ -73,7 +85,7 @@ void read_arrays(hid_t file, const std::string& group, const std::vector<Paramet
   if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0)
     refuse_unknown_members(file, group, names, path,
                            group == "buffers" ? "a buffer of this model" : "a parameter of this model");
-  if (read_data) out.assign(total, 0.0f);
+  if (read_data) stage(out, total, group, path);
   for (const auto& p : list) {
     const std::string name = group + "/" + p.name;
     if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
@@ -96,6 +108,7 @@ void read_arrays(hid_t file, const std::string& group, const std::vector<Paramet
     h5::check<InputError>(
         H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data() + p.offset),
         path + ": cannot read '" + name + "' (damaged file?)");
+    check_array_values(out.data() + p.offset, p.count, 0, name, path);
   }
 }
 
@@ -240,9 +253,18 @@ bool read_flag(hid_t f, const char* name, const std::string& path) {
 // The elastic-resume attributes, or for a file of older mpiddp, the values its
 // one-geometry arithmetic implies (a damaged world size or batch is refused later).
 void read_epoch_order(hid_t f, TrainingState& state, const std::string& path) {
-  if (h5::has_attribute(f, "elastic_resumes"))
-    state.elastic_resumes = h5::read_int_attribute(f, "elastic_resumes", path);
-  state.epoch_order_stored = h5::has_attribute(f, "epoch_samples_done");
+  // Written together since they exist: a file with some of them is not an older
+  // file but a damaged one, and deriving the missing ones would skip samples.
+  const char* const names[] = {"elastic_resumes", "epoch_samples_done", "epoch_length", "epoch_shuffled"};
+  int present = 0;
+  for (const char* name : names) present += h5::has_attribute(f, name) ? 1 : 0;
+  if (present != 0 && present != 4)
+    for (const char* name : names)
+      if (!h5::has_attribute(f, name))
+        throw InputError(path + ": attribute '" + name + "' is missing while the other elastic-resume attributes " +
+                         "are there (damaged or edited checkpoint)");
+  if (present == 4) state.elastic_resumes = h5::read_int_attribute(f, "elastic_resumes", path);
+  state.epoch_order_stored = present == 4;
   if (state.epoch_order_stored) {
     state.epoch_samples_done = h5::read_int_attribute(f, "epoch_samples_done", path);
     state.epoch_length = h5::read_int_attribute(f, "epoch_length", path);
@@ -383,6 +405,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
       staged[i].assign(shards->count(), 0.0f);
       h5::Handle g(H5Gopen2(f, group.c_str(), H5P_DEFAULT), H5Gclose);
       read_flat_shard(g.get(), params.list(), shards->begin(), shards->end(), staged[i].data(), path);
+      check_flat_range_values(staged[i].data(), shards->begin(), shards->end(), params.list(), group, path);
     } else {
       read_arrays(f, group, params, staged[i], path);
     }

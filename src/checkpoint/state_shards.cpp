@@ -2,15 +2,29 @@
 
 #include <mutex>
 
+#include "array_values.hpp"
 #include "flat_range.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/dist/process_group.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace mpiddp {
 namespace {
 // Rank 0's word before each transfer: a state buffer's index, or one of these.
 constexpr std::int64_t kSaveOver = -1;
-constexpr std::int64_t kReadFailed = -2;
+// Reading a shard failed: kReadFailed - exit code (a value refused is bad input, 2).
+constexpr std::int64_t kReadFailed = -256;
+
+// Inside a catch: the exit code the exception in flight ends this rank with.
+int current_exit_code() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return exit_code_of(e);
+  } catch (...) {
+    return kExitRuntimeError;
+  }
+}
 }  // namespace
 
 StateShards::~StateShards() {
@@ -70,9 +84,9 @@ void scatter_state_shards(const std::string& path, const std::vector<Parameter>&
     if (!root) {
       std::int64_t word = 0;
       comm.receive(&word, sizeof(word), 0);
-      if (word == kReadFailed)
-        // Rank 0 names the file and the array in its own line; only it knows the path.
-        throw RuntimeError("rank 0 could not read this rank's optimizer shard from the checkpoint");
+      // Rank 0 names the file, the array and the value in its own line (only it
+      // read them): this rank ends with its exit code and says nothing more.
+      if (word <= kReadFailed) throw JobFailed(static_cast<int>(kReadFailed - word));
       state.values->host().resize(layout.count());
       comm.receive(state.values->host().data(), layout.count() * sizeof(float), 0);
       state.values->push();
@@ -92,12 +106,14 @@ void scatter_state_shards(const std::string& path, const std::vector<Parameter>&
       for (; next < layout.world; ++next) {
         shard.resize(layout.count(next));
         read_flat_shard(group.get(), list, layout.begin(next), layout.end(next), shard.data(), path);
+        check_flat_range_values(shard.data(), layout.begin(next), layout.end(next), list, group_name, path);
         const std::int64_t ok = 0;
         comm.send(&ok, sizeof(ok), next);
         comm.send(shard.data(), shard.size() * sizeof(float), next);
       }
     } catch (...) {
-      for (int r = next; r < layout.world; ++r) comm.send(&kReadFailed, sizeof(kReadFailed), r);
+      const std::int64_t failed = kReadFailed - current_exit_code();
+      for (int r = next; r < layout.world; ++r) comm.send(&failed, sizeof(failed), r);
       throw;
     }
   }

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       return command == "shard" ? command_shard(args) : command_inspect(args);
     } catch (const std::exception& e) {
       // The same prefix as `train`'s errors: scripts grep for "mpiddp: error:".
-      std::fprintf(stderr, "mpiddp: error: %s\n", printable(e.what()).c_str());
+      std::fprintf(stderr, "mpiddp: error: %s\n", printable(error_text(e)).c_str());
       return exit_code_of(e);
     }
   }
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       started.emplace(&argc, &argv);
     } catch (const std::exception& e) {
       // MPI did not start (or its start-up checks failed): no rank is known yet.
-      std::fprintf(stderr, "mpiddp: error: starting MPI: %s\n", printable(e.what()).c_str());
+      std::fprintf(stderr, "mpiddp: error: starting MPI: %s\n", printable(error_text(e)).c_str());
       ProcessGroup::abort_job(exit_code_of(e));
     }
     ProcessGroup& group = *started;
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
       exit_code = failed.exit_code;
     } catch (const std::exception& e) {
       // Only this rank knows: the others may be inside a collective, so end them all.
-      report_error(group.rank(), e.what());
+      report_error(group.rank(), error_text(e));
       ProcessGroup::abort_job(exit_code_of(e));
     }
   }

@@ -303,6 +303,13 @@ std::vector<std::size_t> parse_input_shape(const std::string& where, const std::
     dims.push_back(static_cast<std::size_t>(value));
   }
   if (dims.size() > 3) bad(where, "model.input_shape", "has " + std::to_string(dims.size()) + " sizes; at most 3 (C,H,W)");
+  // Each size is below 2^31, their product may still wrap around 64 bits to a plausible count.
+  std::size_t count = 1;
+  std::string product;
+  for (std::size_t d : dims) product += (product.empty() ? "" : " x ") + std::to_string(d);
+  for (std::size_t d : dims)
+    if (__builtin_mul_overflow(count, d, &count))
+      bad(where, "model.input_shape", product + " elements per sample overflow 64 bits");
   return dims;
 }
 
@@ -345,6 +352,12 @@ void validate(Config& c, const Origin& origin) {
   if (!c.model.layers.empty() && c.model.dropout > 0.0)
     bad(origin.of("model.dropout"), "model.dropout",
         "applies to the model.hidden MLP only; with model.layers, write dropout(p) in the list");
+  // As model.dropout: a value other than the default would be ignored by a layer list.
+  if (!c.model.layers.empty() && c.model.activation != ModelConfig{}.activation)
+    bad(origin.of("model.activation"), "model.activation",
+        std::string("'") + name_of(c.model.activation) +
+            "' applies to the model.hidden MLP only; with model.layers, write the activation (" +
+            choice_list<ActivationKind>() + ") in the list");
   c.data.augment_steps = parse_augment(origin.of("data.augment"), c.data.augment);
   if (c.model.classes == 1)
     bad(origin.of("model.classes"), "model.classes",

@@ -35,9 +35,9 @@ __global__ void max_pool_forward_kernel(const float* x, float* y, std::int32_t* 
     for (int ky = 0; ky < p.kernel; ++ky)
       for (int kx = 0; kx < p.kernel; ++kx) {
         const int at = (oy * p.stride + ky) * p.w + ox * p.stride + kx;
-        // The first maximum wins; a NaN wins and stays (PyTorch propagates NaN), as on the CPU.
+        // The first maximum wins, the last NaN over all (PyTorch's rule), as on the CPU.
         const float v = in[at];
-        if (v > value || (v != v && value == value)) {
+        if (ew::max_pool_takes(v, value)) {
           value = v;
           best = at;
         }

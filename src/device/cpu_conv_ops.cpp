@@ -15,7 +15,7 @@ namespace mpiddp::cpu {
 namespace {
 
 // Column buffers above this many floats are split into chunks of samples.
-constexpr std::size_t kColumnBudget = std::size_t{1} << 24;  // 64 MiB
+constexpr std::size_t kColumnBudget = kCpuColumnBudget;  // 64 MiB
 
 struct ConvScratch final : LayerScratch {
   std::vector<float> columns;     // [K][samples * positions] of the chunk

@@ -27,7 +27,8 @@ class CpuNormOps final : public NormOps {
         second += squares;
       }
       const double mean = count > 0 ? centre + first / count : 0.0;
-      const double m2 = count > 0 ? std::max(0.0, second - first * first / count) : 0.0;
+      // max(0, M2) that keeps a NaN: a NaN input must give NaN statistics, as in PyTorch.
+      const double m2 = count > 0 ? ew::max_zero(second - first * first / count) : 0.0;
       moments[ch] = static_cast<float>(count);
       moments[g.c + ch] = static_cast<float>(mean);
       moments[2 * g.c + ch] = static_cast<float>(m2);

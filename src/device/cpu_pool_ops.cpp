@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cpu_families.hpp"
+#include "mpiddp/device/elementwise.hpp"
 
 namespace mpiddp::cpu {
 namespace {
@@ -22,8 +23,7 @@ class CpuPoolOps final : public PoolOps {
           for (int ky = 0; ky < g.kernel; ++ky)
             for (int kx = 0; kx < g.kernel; ++kx) {
               const int at = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-              // The first maximum wins; a NaN wins and stays (PyTorch propagates NaN).
-              if (in[at] > value || (in[at] != in[at] && value == value)) {
+              if (ew::max_pool_takes(in[at], value)) {
                 value = in[at];
                 best = at;
               }
@@ -75,7 +75,7 @@ class CpuPoolOps final : public PoolOps {
 
  private:
   // The common case, unrolled: the four values of each window in PyTorch's scan
-  // order (row by row), the first maximum winning.
+  // order (row by row), the first maximum (or the last NaN) winning.
   static void max_pool_2x2(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) {
     const int oh = g.out_h(), ow = g.out_w();
     for (std::size_t plane = 0; plane < planes(g); ++plane) {
@@ -89,7 +89,7 @@ class CpuPoolOps final : public PoolOps {
           int best = at[0];
           float value = in[best];
           for (int k = 1; k < 4; ++k)
-            if (in[at[k]] > value || (in[at[k]] != in[at[k]] && value == value)) {
+            if (ew::max_pool_takes(in[at[k]], value)) {
               value = in[at[k]];
               best = at[k];
             }

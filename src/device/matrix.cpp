@@ -1,7 +1,9 @@
 #include "mpiddp/device/matrix.hpp"
 
+#include <string>
 #include <utility>
 
+#include "mpiddp/common/error.hpp"
 #include "mpiddp/device/device.hpp"
 
 namespace mpiddp {
@@ -43,6 +45,11 @@ Matrix& Matrix::operator=(Matrix&& other) noexcept {
 }
 
 Matrix::~Matrix() { release_device(); }
+
+void Matrix::refuse_size(std::size_t rows, std::size_t cols) {
+  throw RuntimeError("a matrix of " + std::to_string(rows) + " x " + std::to_string(cols) +
+                     " floats has more elements than 64 bits count");
+}
 
 void Matrix::reserve_on_device(std::size_t count) {
   if (count <= device_capacity_) return;

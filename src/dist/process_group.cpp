@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <new>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/printable.hpp"
@@ -81,6 +82,13 @@ void report_error(int rank, const std::string& message) {
   std::fflush(stdout);
   std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, printable(message).c_str());
   std::fflush(stderr);
+}
+
+std::string error_text(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return std::string("out of memory (") + e.what() +
+           "): a smaller train.batch_size, data.prefetch or model, or fewer ranks per node, needs less";
+  return e.what();
 }
 
 int exit_code_of(const std::exception& e) {

@@ -17,6 +17,9 @@ Shape BatchNorm::output_shape(const Shape& in) const {
     throw LayerError(std::string(dims_ == 2 ? "batchnorm2d needs images (channels x height x width)"
                                             : "batchnorm1d needs features (or channels x length)") +
                      ", but gets " + shape_text(in) + (dims_ == 2 ? "" : " (use batchnorm2d on images)"));
+  // NormGeometry holds both as ints.
+  indexable(in[0], "its channels");
+  indexable(in[0] ? element_count(in) / in[0] : 0, "its values per channel and sample");
   return in;
 }
 

@@ -1,5 +1,6 @@
 #include "mpiddp/nn/conv_layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "mpiddp/nn/layers.hpp"
@@ -18,11 +19,37 @@ Shape image_shape(const Shape& in, const char* what) {
 
 Shape Conv2d::output_shape(const Shape& in) const {
   const Shape image = image_shape(in, "conv2d");
-  const std::size_t span_h = image[1] + 2 * padding_, span_w = image[2] + 2 * padding_;
+  // ConvGeometry and the im2col loops compute in int: every size they touch must fit one.
+  indexable(image[0], "its input channels");
+  const std::size_t pad = checked_product(2, static_cast<std::size_t>(padding_), "twice its padding");
+  const std::string padded = "its input " + shape_text(image) + " padded by " + std::to_string(padding_);
+  const std::size_t span_h = indexable(checked_sum(image[1], pad, padded), padded + ": the height");
+  const std::size_t span_w = indexable(checked_sum(image[2], pad, padded), padded + ": the width");
   if (static_cast<std::size_t>(kernel_) > span_h || static_cast<std::size_t>(kernel_) > span_w)
     throw LayerError("kernel " + std::to_string(kernel_) + " is larger than its input " + shape_text(image) +
                      " with padding " + std::to_string(padding_));
-  return {out_c_, (span_h - kernel_) / stride_ + 1, (span_w - kernel_) / stride_ + 1};
+  const std::size_t k = static_cast<std::size_t>(kernel_);
+  const std::size_t out_h = (span_h - k) / stride_ + 1, out_w = (span_w - k) / stride_ + 1;
+  indexable(checked_product(out_h, out_w, "its output positions"),
+            "its output positions " + std::to_string(out_h) + " x " + std::to_string(out_w));
+  const std::size_t rows = checked_product(image[0], checked_product(k, k, "its kernel"), "its im2col rows");
+  indexable(rows, "its im2col rows (input channels x kernel x kernel)");
+  const Shape out{out_c_, out_h, out_w};
+  element_count(out);
+  return out;
+}
+
+// The CPU's im2col buffers (cpu_conv_ops.cpp): columns and their gradient
+// (rows x positions per sample), the product and dy (out_c x positions), for
+// as many samples as fit kCpuColumnBudget floats, at least one.
+double Conv2d::scratch_bytes(const Shape& in, std::size_t samples) const {
+  const Shape out = output_shape(in);
+  const double rows = static_cast<double>(in[0]) * kernel_ * kernel_;
+  const double positions = static_cast<double>(out[1]) * static_cast<double>(out[2]);
+  const double per_sample = std::max(rows * positions, 1.0);
+  const double chunk = std::clamp(std::floor(static_cast<double>(kCpuColumnBudget) / per_sample), 1.0,
+                                  std::max(static_cast<double>(samples), 1.0));
+  return chunk * positions * (2 * rows + 2 * static_cast<double>(out_c_)) * sizeof(float);
 }
 
 std::string Conv2d::arguments() const {
@@ -90,9 +117,19 @@ void Pool2d::on_bind() {
 
 Shape Pool2d::output_shape(const Shape& in) const {
   const Shape image = image_shape(in, pool_ == PoolKind::max ? "maxpool2d" : "avgpool2d");
+  // The kernels index a plane with int (max pooling keeps int32 positions in it).
+  indexable(image[0], "its input channels");
+  indexable(checked_product(image[1], image[2], "its input plane"),
+            "its input plane " + std::to_string(image[1]) + " x " + std::to_string(image[2]));
   if (static_cast<std::size_t>(kernel_) > image[1] || static_cast<std::size_t>(kernel_) > image[2])
     throw LayerError("kernel " + std::to_string(kernel_) + " is larger than its input " + shape_text(image));
   return {image[0], (image[1] - kernel_) / stride_ + 1, (image[2] - kernel_) / stride_ + 1};
+}
+
+double Pool2d::scratch_bytes(const Shape& in, std::size_t samples) const {
+  if (pool_ != PoolKind::max) return 0;
+  return static_cast<double>(samples) * static_cast<double>(element_count(output_shape(in))) *
+         sizeof(std::int32_t);  // argmax
 }
 
 std::string Pool2d::arguments() const {

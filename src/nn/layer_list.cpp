@@ -83,6 +83,8 @@ std::vector<LayerCall> parse_layer_list(const std::string& text) {
   if (depth > 0) throw LayerError(layer_position(calls.size()) + " '" + current + "': a '(' without its ')'");
   flush();
   if (calls.empty()) throw LayerError("no layers");
+  if (calls.size() > kMaxLayers)
+    throw LayerError(std::to_string(calls.size()) + " layers; at most " + std::to_string(kMaxLayers));
   return calls;
 }
 

@@ -14,7 +14,9 @@ Shape Linear::output_shape(const Shape& in) const {
   if (in.size() != 1)
     throw LayerError("linear needs one feature dimension per sample, but gets " + shape_text(in) +
                      " (put flatten before it)");
-  return {out_};
+  // The matrix products take both widths as ints.
+  indexable(in[0], "its input width");
+  return {indexable(out_, "its output width")};
 }
 
 std::string Linear::arguments() const {
@@ -86,6 +88,10 @@ std::string Dropout::arguments() const {
   char text[32];
   std::snprintf(text, sizeof(text), "p=%g", p_);
   return text;
+}
+
+double Dropout::scratch_bytes(const Shape& in, std::size_t samples) const {
+  return static_cast<double>(samples) * static_cast<double>(element_count(in)) * sizeof(float);
 }
 
 void Dropout::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {

@@ -2,6 +2,7 @@
 // is one factory line here plus its class.
 #include "mpiddp/nn/model_builder.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -124,44 +125,111 @@ std::vector<std::string> known_layer_names() {
   return names;
 }
 
-std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& input, std::size_t outputs,
-                                        std::uint64_t seed, Device* device) {
-  if (model.layers.empty()) return build_mlp(model, element_count(input), outputs, seed, device);
-  try {
-    auto layers = build_layers(model.layers, outputs, model.sync_batchnorm);
-    // No layer turns flat data into images: on flat samples the first image
-    // layer fails because the input lacks its shape, whatever comes before it.
-    if (input.size() == 1)
-      for (std::size_t i = 0; i < layers.size(); ++i)
-        if (layers[i]->needs_images())
-          throw LayerError(layer_position(i) + " " + layers[i]->kind() +
-                           ": needs images (channels x height x width), but each sample is " +
-                           std::to_string(input[0]) +
-                           " flat features: the shards carry no sample_shape; set model.input_shape = C,H,W");
-    // [H, W] images have one channel.
-    const Shape shape = input.size() == 2 ? Shape{1, input[0], input[1]} : input;
-    auto built = std::make_unique<Sequential>(std::move(layers), shape, seed, device);
-    if (built->output_shape() != Shape{outputs})
-      throw LayerError("the last layer gives " + shape_text(built->output_shape()) + " per sample, but the loss needs " +
-                       std::to_string(outputs) + " (" +
-                       "classes or regression targets" +
-                       "): end the list with flatten and a linear without arguments");
-    return built;
-  } catch (const LayerError& e) {
-    throw InputError(std::string("model.layers: ") + e.what());
-  }
-}
+namespace {
 
-std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
-                                      std::uint64_t seed, Device* device) {
+// The MLP shorthand's layers: Linear + activation (+ Dropout) per hidden width, then Linear.
+std::vector<std::unique_ptr<Layer>> mlp_layers(const ModelConfig& model, std::size_t outputs) {
+  const std::size_t per_width = model.dropout > 0.0 ? 3 : 2;
+  const std::size_t count = model.hidden_sizes.size() * per_width + 1;
+  if (count > kMaxLayers)
+    throw LayerError(std::to_string(model.hidden_sizes.size()) + " hidden widths make " + std::to_string(count) +
+                     " layers; at most " + std::to_string(kMaxLayers));
   std::vector<std::unique_ptr<Layer>> layers;
   for (int width : model.hidden_sizes) {
     layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
     layers.push_back(std::make_unique<Activation>(model.activation));
     if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));
   }
-  layers.push_back(std::make_unique<Linear>(out_features));
-  return std::make_unique<Sequential>(std::move(layers), Shape{in_features}, seed, device);
+  layers.push_back(std::make_unique<Linear>(outputs));
+  return layers;
+}
+
+// A model's layers, not yet connected, with the shape of one sample they take.
+struct Prepared {
+  std::string key;  // model.layers or model.hidden: what error messages name
+  std::vector<std::unique_ptr<Layer>> layers;
+  Shape input;
+};
+
+Prepared prepare_list(const ModelConfig& model, const Shape& input, std::size_t outputs) {
+  Prepared p{"model.layers", build_layers(model.layers, outputs, model.sync_batchnorm), input};
+  // No layer turns flat data into images: on flat samples the first image
+  // layer fails because the input lacks its shape, whatever comes before it.
+  if (input.size() == 1)
+    for (std::size_t i = 0; i < p.layers.size(); ++i)
+      if (p.layers[i]->needs_images())
+        throw LayerError(layer_position(i) + " " + p.layers[i]->kind() +
+                         ": needs images (channels x height x width), but each sample is " +
+                         std::to_string(input[0]) +
+                         " flat features: the shards carry no sample_shape; set model.input_shape = C,H,W");
+  // [H, W] images have one channel.
+  if (input.size() == 2) p.input = Shape{1, input[0], input[1]};
+  return p;
+}
+
+// Throws InputError naming the key (model.layers or model.hidden) on a list or a shape that cannot work.
+Prepared prepare(const ModelConfig& model, const Shape& input, std::size_t outputs) {
+  const std::string key = model.layers.empty() ? "model.hidden" : "model.layers";
+  try {
+    if (!model.layers.empty()) return prepare_list(model, input, outputs);
+    return {key, mlp_layers(model, outputs), Shape{element_count(input)}};
+  } catch (const LayerError& e) {
+    throw InputError(key + ": " + e.what());
+  }
+}
+
+void check_output(const Shape& output, std::size_t outputs) {
+  if (output != Shape{outputs})
+    throw LayerError("the last layer gives " + shape_text(output) + " per sample, but the loss needs " +
+                     std::to_string(outputs) + " (" + "classes or regression targets" +
+                     "): end the list with flatten and a linear without arguments");
+}
+
+}  // namespace
+
+std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& input, std::size_t outputs,
+                                        std::uint64_t seed, Device* device) {
+  Prepared p = prepare(model, input, outputs);
+  try {
+    auto built = std::make_unique<Sequential>(std::move(p.layers), p.input, seed, device);
+    check_output(built->output_shape(), outputs);
+    return built;
+  } catch (const LayerError& e) {
+    throw InputError(p.key + ": " + e.what());
+  }
+}
+
+std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,
+                                      std::uint64_t seed, Device* device) {
+  try {
+    return std::make_unique<Sequential>(mlp_layers(model, out_features), Shape{in_features}, seed, device);
+  } catch (const LayerError& e) {
+    throw InputError(std::string("model.hidden: ") + e.what());
+  }
+}
+
+ModelPlan plan_model(const ModelConfig& model, const Shape& input, std::size_t outputs, std::size_t samples) {
+  Prepared p = prepare(model, input, outputs);
+  try {
+    ParameterStore store;  // names and shapes only: nothing is allocated
+    const std::vector<Shape> shapes = declare_layers(p.layers, p.input, store);
+    check_output(shapes.back(), outputs);
+    ModelPlan plan;
+    plan.layers = p.layers.size();
+    plan.arrays = store.list().size();
+    plan.parameters = static_cast<double>(store.declared_total());
+    plan.buffers = static_cast<double>(store.declared_buffer_total());
+    plan.largest_floats = static_cast<double>(element_count(shapes.front()));
+    for (std::size_t i = 0; i < p.layers.size(); ++i) {
+      const double out = static_cast<double>(element_count(shapes[i + 1]));
+      plan.activation_floats += out;
+      plan.largest_floats = std::max(plan.largest_floats, out);
+      plan.scratch_bytes += p.layers[i]->scratch_bytes(shapes[i], samples);
+    }
+    return plan;
+  } catch (const LayerError& e) {
+    throw InputError(p.key + ": " + e.what());
+  }
 }
 
 }  // namespace mpiddp

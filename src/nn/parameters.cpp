@@ -3,20 +3,21 @@
 #include <stdexcept>
 
 #include "mpiddp/device/device.hpp"
+#include "mpiddp/nn/shape.hpp"
 
 namespace mpiddp {
 
 namespace {
 // Appends an array to `list`, laid out after `end` (which grows by its size).
+// Sizes come from the input file: a count that overflows is refused (LayerError).
 std::size_t append(std::vector<Parameter>& list, std::size_t& end, const std::string& name,
                    std::vector<std::size_t> shape) {
   Parameter p;
   p.name = name;
   p.shape = std::move(shape);
-  p.count = 1;
-  for (auto d : p.shape) p.count *= d;
+  p.count = element_count(p.shape);
   p.offset = end;
-  end += p.count;
+  end = checked_sum(end, p.count, "the model's floats before and in " + name);
   list.push_back(std::move(p));
   return list.size() - 1;
 }

@@ -1,14 +1,26 @@
 #include "mpiddp/nn/sequential.hpp"
 
 #include <cstdio>
+#include <new>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/memory.hpp"
 #include "mpiddp/common/trace.hpp"
 
 namespace mpiddp {
 
 std::string layer_position(std::size_t index) {
   return "layer " + std::to_string(index + 1) + " (layers." + std::to_string(index) + ")";
+}
+
+// What a failed allocation in a layer becomes: one line naming the layer and
+// its sizes, never "std::bad_alloc".
+RuntimeError Sequential::out_of_memory(const char* pass, std::size_t index, std::size_t samples) const {
+  const double bytes = static_cast<double>(samples) * static_cast<double>(element_count(shapes_[index + 1])) *
+                       sizeof(float);
+  return RuntimeError("out of memory while running the " + std::string(pass) + " pass of " +
+                      layer_position(index) + " " + layers_[index]->kind() + " on " + std::to_string(samples) +
+                      " samples (its output alone is " + bytes_text(bytes) + ")");
 }
 
 Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& input, std::uint64_t seed,
@@ -19,20 +31,32 @@ Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& 
       grad_b_(device_),
       grad_output_(device_) {
   for (std::size_t i = 0; i <= layers_.size(); ++i) activations_.emplace_back(device_);
-  shapes_.push_back(input);
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    try {
-      shapes_.push_back(layers_[i]->output_shape(shapes_.back()));
-      layers_[i]->bind(*device_);
-      layers_[i]->declare(params_, "layers." + std::to_string(i), shapes_[i]);
-    } catch (const LayerError& e) {
-      throw LayerError(layer_position(i) + " " + layers_[i]->kind() + ": " + e.what());
-    }
+  for (auto& layer : layers_) layer->bind(*device_);
+  shapes_ = declare_layers(layers_, input, params_);
+  try {
+    params_.allocate(device_);
+  } catch (const std::bad_alloc&) {
+    const double floats = 2.0 * static_cast<double>(params_.declared_total()) + params_.declared_buffer_total();
+    throw RuntimeError("out of memory while allocating the model's " + std::to_string(params_.declared_total()) +
+                       " parameters with their gradients and buffers (" + bytes_text(floats * sizeof(float)) + ")");
   }
-  params_.allocate(device_);
   for (auto& layer : layers_) layer->initialize(params_, seed);
   params_.push_values();  // initial values are drawn on the host
   params_.push_buffers();
+}
+
+std::vector<Shape> declare_layers(const std::vector<std::unique_ptr<Layer>>& layers, const Shape& input,
+                                  ParameterStore& params) {
+  std::vector<Shape> shapes{input};
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    try {
+      shapes.push_back(layers[i]->output_shape(shapes.back()));
+      layers[i]->declare(params, "layers." + std::to_string(i), shapes[i]);
+    } catch (const LayerError& e) {
+      throw LayerError(layer_position(i) + " " + layers[i]->kind() + ": " + e.what());
+    }
+  }
+  return shapes;
 }
 
 void Sequential::set_cross_rank(CrossRank* collectives) {
@@ -47,6 +71,8 @@ const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
       layers_[i]->forward(*input, activations_[i + 1], ctx);
     } catch (const LayerError& e) {
       throw InputError("model.layers: " + layer_position(i) + " " + layers_[i]->kind() + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory("forward", i, input->rows());
     }
     input = &activations_[i + 1];
   }
@@ -63,7 +89,11 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
     const Matrix& input = i == 0 ? *first_input_ : activations_[i];
     // The network input needs no gradient: skipping it saves the largest GEMM.
     Matrix* grad_input = i == 0 ? input_grad : buffers[i % 2];
-    layers_[i]->backward(input, activations_[i + 1], *grad, grad_input, params_, accumulate);
+    try {
+      layers_[i]->backward(input, activations_[i + 1], *grad, grad_input, params_, accumulate);
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory("backward", i, input.rows());
+    }
     const auto owned = layers_[i]->parameter_indices();
     if (!owned.empty() && on_ready) on_ready(owned);
     grad = grad_input;

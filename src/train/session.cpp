@@ -116,7 +116,8 @@ void TrainingSession::open_data(int ranks_on_node) {
                         augment_image_shape(config.data.augment_steps, train_data->sample_shape(), config.data.train),
                         config.train.seed);
     check_memory_budget(config,
-                        {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train});
+                        {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train,
+                         train_data->sample_shape()});
     if (samples_per_rank(train_data->size(), comm.size(), config.data.drop_last) < 1)
       throw InputError(config.data.train + ": " + std::to_string(train_data->size()) + " samples cannot feed " +
                        std::to_string(comm.size()) + " ranks with data.drop_last");

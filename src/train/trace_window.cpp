@@ -9,6 +9,7 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cuda.hpp"
+#include "mpiddp/train/memory_budget.hpp"
 
 namespace mpiddp {
 
@@ -44,8 +45,9 @@ TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t l
   const std::int64_t sync_us = Tracer::now_us();
   const int rank = comm.rank();
   // Room for every event of the window, so recording never allocates.
-  const std::size_t per_step = static_cast<std::size_t>(config.train.accumulate) * (2 * layers + 3) + buckets + 16;
-  tracer_ = std::make_unique<Tracer>(rank, per_step * static_cast<std::size_t>(steps_), sync_us);
+  // (The memory budget counted the same number before anything was allocated.)
+  const double events = trace_window_events(config, static_cast<double>(layers), static_cast<double>(buckets));
+  tracer_ = std::make_unique<Tracer>(rank, static_cast<std::size_t>(events), sync_us);
   device_ = cuda_trace_annotator(device);
   tracer_->set_annotator(device_.get());
   tracer_->name_track(kTraceMainTrack, "host");

@@ -254,3 +254,19 @@ TEST_CASE("ddp.zero_stage: 0 by default, 0 or 1, anything else refused by name",
   for (const char* bad : {"2", "-1", "3", "1.5", "one"})
     CHECK_THAT(error_of(base + "[ddp]\nzero_stage = " + bad + "\n"), Catch::Contains("ddp.zero_stage"));
 }
+
+TEST_CASE("model.input_shape sizes multiplying past 64 bits and model.activation with model.layers are refused",
+          "[config]") {
+  const std::string base = "[data]\ntrain = x\n";
+  // Each size is allowed; their product wraps around 2^64 to 784.
+  CHECK_THAT(error_of(base, {"--model.input_shape", "3498256,1954213,26983373"}),
+             Catch::EndsWith("key 'model.input_shape': 3498256 x 1954213 x 26983373 elements per sample overflow 64 bits"));
+  CHECK_THAT(error_of(base, {"--model.input_shape", "1073741824,1073741824,16"}), Catch::Contains("overflow 64 bits"));
+  CHECK(error_of(base, {"--model.input_shape", "1073741824,1073741824,15"}).empty());
+  CHECK_THAT(error_of(base, {"--model.layers", "flatten linear", "--model.activation", "gelu"}),
+             Catch::EndsWith("key 'model.activation': 'gelu' applies to the model.hidden MLP only; with model.layers, "
+                             "write the activation (relu | gelu | tanh) in the list"));
+  // The default, as <run.dir>/config.ini writes it, goes with a layer list (as model.dropout = 0 does).
+  CHECK(error_of(base + "[model]\nlayers = flatten linear\nactivation = relu\ndropout = 0\n").empty());
+  CHECK(error_of(base, {"--model.activation", "tanh"}).empty());
+}

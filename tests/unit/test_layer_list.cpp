@@ -4,6 +4,7 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/model_builder.hpp"
+#include "mpiddp/train/memory_budget.hpp"
 
 using namespace mpiddp;
 
@@ -168,4 +169,99 @@ TEST_CASE("good layer lists build PyTorch's modules, names and shapes", "[nn][la
   // [H, W] samples are images of one channel.
   config.layers = "conv2d(2,3) flatten linear";
   CHECK(build_model(config, Shape{5, 6}, 3, 1)->parameters().list()[0].shape == Shape{2, 1, 3, 3});
+}
+
+// ---- issue 22: sizes checked for overflow and counted before allocating ----
+
+TEST_CASE("sizes past 64 bits or past the kernels' int are refused with the numbers", "[nn][layers]") {
+  struct Bad {
+    const char* layers;
+    Shape input;
+    const char* expected;
+  };
+  const Bad cases[] = {
+      {"conv2d(8,1073741824,padding=1073741824) flatten linear", {1, 28, 28},
+       "layer 1 (layers.0) Conv2d: its input 1x28x28 padded by 1073741824: the height is 2147483676, more than "
+       "2147483647 (the largest size mpiddp's kernels index)"},
+      {"conv2d(8,3,padding=100000) flatten linear", {1, 28, 28},
+       "layer 1 (layers.0) Conv2d: its output positions 200026 x 200026 is 40010400676, more than 2147483647"},
+      {"conv2d(4,32768) flatten linear", {4, 32768, 32768},
+       "Conv2d: its im2col rows (input channels x kernel x kernel) is 4294967296, more than 2147483647"},
+      {"flatten linear", {1024, 2048, 2048}, "layer 2 (layers.1) Linear: its input width is 4294967296, more than"},
+      {"maxpool2d(2) flatten linear", {1, 65536, 65536},
+       "layer 1 (layers.0) MaxPool2d: its input plane 65536 x 65536 is 4294967296, more than 2147483647"},
+      {"flatten batchnorm1d linear", {1, 65536, 65536}, "layer 2 (layers.1) BatchNorm1d: its channels is 4294967296"},
+  };
+  for (const Bad& bad : cases) {
+    INFO("model.layers = '" << bad.layers << "' on " << shape_text(bad.input));
+    CHECK_THAT(refusal(bad.layers, bad.input), Catch::StartsWith("model.layers: ") && Catch::Contains(bad.expected));
+  }
+  const std::size_t big = std::size_t{1} << 32;
+  CHECK_THROWS_WITH(element_count(Shape{big, big}), Catch::Contains("the shape 4294967296x4294967296 has more elements"));
+  ParameterStore store;
+  CHECK_THROWS_WITH(store.add("layers.0.weight", {big, big}), Catch::Contains("4294967296x4294967296"));
+  store.add("layers.0.weight", {big, big / 2});
+  CHECK_THROWS_WITH(store.add("layers.0.bias", {big, big / 2}),
+                    Catch::Contains("the model's floats before and in layers.0.bias: 9223372036854775808 + "
+                                    "9223372036854775808 overflows 64 bits"));
+}
+
+TEST_CASE("a model has at most kMaxLayers layers, as a list or as model.hidden", "[nn][layers]") {
+  std::string list;
+  for (std::size_t i = 0; i < kMaxLayers; ++i) list += "relu ";
+  CHECK(parse_layer_list(list).size() == kMaxLayers);
+  CHECK(parse_refusal(list + "linear") == "10001 layers; at most 10000");
+  ModelConfig config;
+  config.hidden_sizes.assign(5000, 4);
+  CHECK_THROWS_WITH(build_mlp(config, 8, 3, 1), "model.hidden: 5000 hidden widths make 10001 layers; at most 10000");
+  config.hidden_sizes.assign(4999, 4);
+  CHECK(build_mlp(config, 8, 3, 1)->layers().size() == 9999);
+}
+
+TEST_CASE("plan_model measures the model build_model builds, without allocating it", "[nn][layers]") {
+  ModelConfig config;
+  config.layers = "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) flatten dropout(0.5) linear(16) relu linear";
+  const Shape input{1, 12, 10};
+  auto model = build_model(config, input, 4, 1);
+  const ModelPlan plan = plan_model(config, input, 4, 8);
+  CHECK(plan.layers == model->layers().size());
+  CHECK(plan.arrays == model->parameters().list().size());
+  CHECK(plan.parameters == static_cast<double>(model->parameters().total()));
+  CHECK(plan.buffers == static_cast<double>(model->parameters().buffer_total()));
+  // Outputs: 4x12x10 three times, 4x6x5 twice (maxpool, flatten), 120 (dropout), 16 twice, 4.
+  CHECK(plan.activation_floats == 3 * 480 + 2 * 120 + 120 + 2 * 16 + 4);
+  CHECK(plan.largest_floats == 480);
+  CHECK(plan.scratch_bytes > 0);  // im2col columns, the dropout mask, max pooling's argmax
+  // 12884901891 parameters (48 GiB): measured, never allocated.
+  ModelConfig big;
+  big.layers = "conv2d(1073741824,1) flatten linear";
+  CHECK(plan_model(big, Shape{8, 1, 1}, 3, 64).parameters == 12884901891.0);
+  // A list that cannot work is refused as build_model refuses it.
+  big.layers = "conv2d(4,3) flatten linear";
+  CHECK_THROWS_WITH(plan_model(big, Shape{64}, 3, 8), Catch::StartsWith("model.layers: layer 1 (layers.0) Conv2d: needs images"));
+}
+
+TEST_CASE("the memory budget counts model.layers as it counts model.hidden", "[nn][layers][budget]") {
+  auto config = [](std::vector<std::string> settings) {
+    settings.insert(settings.begin(), {"--data.train", "x"});
+    return load_config("", settings);
+  };
+  const JobShape shape{200, 8, 3, 1, "data", {}};
+  const Config hidden = config({"--model.hidden", "1073741824"});
+  const Config layers = config({"--model.layers", "linear(1073741824) relu linear"});
+  CHECK(estimated_rank_bytes(layers, shape) == estimated_rank_bytes(hidden, shape));
+  CHECK_THROWS_WITH(check_memory_budget(layers, shape),
+                    Catch::StartsWith("data: 200 samples of 8 features with model.layers = 'linear(1073741824) relu "
+                                      "linear' and train.batch_size = 64 need about 1.23 TiB per rank (model 240 GiB "
+                                      "for 12884901891 parameters, batches") &&
+                        Catch::Contains("of memory"));
+  CHECK_THROWS_WITH(check_memory_budget(config({"--train.trace_steps", "1000000000"}), shape),
+                    Catch::Contains("trace window 928 GiB for train.trace_steps = 1000000000"));
+  // The shards' sample shape (or model.input_shape) is what image layers get.
+  const Config conv = config({"--model.layers", "conv2d(1073741824,1) flatten linear"});
+  const JobShape images{200, 8, 3, 1, "data", {8, 1, 1}};
+  CHECK_THROWS_WITH(check_memory_budget(conv, images), Catch::Contains("for 12884901891 parameters"));
+  // Without one, the model's part is left to build_model, which knows the shape.
+  CHECK_NOTHROW(check_memory_budget(conv, shape));
+  CHECK(estimated_rank_bytes(config({}), shape) < 1e8);
 }

@@ -1,10 +1,17 @@
-// Layer and loss gradients against central finite differences.
+// Layer and loss gradients against central finite differences; NaN through the layers.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 
+#include "layer_test_util.hpp"
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/nn/batchnorm.hpp"
+#include "mpiddp/nn/conv_layers.hpp"
 #include "mpiddp/nn/layers.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model_builder.hpp"
@@ -153,4 +160,137 @@ TEST_CASE("weight initialisation is seeded and PyTorch-bounded", "[nn]") {
   CHECK(same);
   CHECK(differs);
   for (std::size_t i = 0; i < 1600; ++i) CHECK(std::abs(p.values()[i]) <= 0.1f);  // 1/sqrt(100)
+}
+
+// ---- NaN and Inf pass through the layers as in PyTorch (issue 22) ----
+// relu(NaN) = NaN and a max-pooling window with a NaN gives NaN (its gradient
+// going to the window's last NaN): a NaN turned into 0 would hide a broken input
+// or weight. The expected values are PyTorch 1.13's; test_hostile_numbers.sh
+// also compares the cases of nan_cases() with PyTorch itself (the hidden test
+// "[nan_cases]" below writes what mpiddp computes).
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+struct NanCase {
+  std::string name;  // what test_hostile_numbers.sh rebuilds in PyTorch: "relu", "maxpool2d(3,1)", ...
+  std::function<std::unique_ptr<Layer>()> make;
+  Shape input;
+  std::size_t batch;
+  std::vector<float> x;
+};
+
+std::vector<NanCase> nan_cases() {
+  const std::vector<float> flat = {kNaN, -1, 2, -0.0f, kInf, -kInf, 0.5f, kNaN};
+  auto activation = [](ActivationKind kind) { return [kind] { return std::make_unique<Activation>(kind); }; };
+  auto pool = [](PoolKind kind, int k, int s) { return [=] { return std::make_unique<Pool2d>(kind, k, s); }; };
+  return {
+      {"relu", activation(ActivationKind::relu), {8}, 1, flat},
+      {"gelu", activation(ActivationKind::gelu), {8}, 1, flat},
+      {"tanh", activation(ActivationKind::tanh), {8}, 1, flat},
+      // The 2x2 path and the general one; windows with one NaN, two NaNs and none.
+      {"maxpool2d(2,2)", pool(PoolKind::max, 2, 2), {1, 2, 6}, 1, {kNaN, 1, kNaN, 2, 4, 1, 3, kNaN, 0, 5, 2, 3}},
+      {"maxpool2d(3,1)", pool(PoolKind::max, 3, 1), {1, 3, 4}, 1, {1, kNaN, 4, 2, 3, 0, kNaN, kNaN, 7, 1, 2, 5}},
+      {"avgpool2d(2,2)", pool(PoolKind::average, 2, 2), {1, 2, 4}, 1, {kNaN, 1, 3, 2, 3, 4, 0, 5}},
+      {"batchnorm2d", [] { return std::make_unique<BatchNorm>(2, 1e-5, 0.1, false); }, {2, 2, 2}, 2,
+       {1, 2, 3, 4, 1, kNaN, 0, 2, 5, 6, 7, 8, 3, 1, 2, 2}},
+  };
+}
+
+struct NanResult {
+  std::vector<float> y, dx, running_var;
+};
+
+// One training forward and backward with dy = 1, 2, 3, ...
+NanResult run_nan_case(const NanCase& c) {
+  auto model = test::one_layer(c.make(), c.input);
+  Matrix x(c.batch, element_count(c.input));
+  std::copy(c.x.begin(), c.x.end(), x.data());
+  const Matrix& y = model->forward(x, ForwardContext{});
+  Matrix dy(y.rows(), y.cols()), dx;
+  for (std::size_t i = 0; i < dy.size(); ++i) dy.data()[i] = static_cast<float>(i + 1);
+  NanResult r{{y.data(), y.data() + y.size()}, {}, {}};
+  model->backward(dy, false, nullptr, &dx);
+  r.dx.assign(dx.data(), dx.data() + dx.size());
+  ParameterStore& p = model->parameters();
+  if (!p.buffer_list().empty()) r.running_var.assign(p.buffer(1), p.buffer(1) + p.buffer_list()[1].count);
+  return r;
+}
+
+// Equal, NaN where expected NaN (0 == -0: PyTorch's relu(-0) is -0, mpiddp's 0).
+bool same_values(const std::vector<float>& got, const std::vector<float>& expected) {
+  if (got.size() != expected.size()) return false;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::isnan(expected[i]) ? !std::isnan(got[i]) : got[i] != Approx(expected[i]).epsilon(1e-5)) return false;
+  return true;
+}
+
+const NanCase& nan_case(const std::string& name) {
+  static const std::vector<NanCase> cases = nan_cases();
+  for (const NanCase& c : cases)
+    if (c.name == name) return c;
+  FAIL("no NaN case " << name);
+  throw std::logic_error("unreachable");
+}
+
+// JSON numbers as Python's json reads them (NaN, Infinity), exact for floats.
+std::string json_numbers(const std::vector<float>& values) {
+  std::string text;
+  for (float v : values) {
+    char number[32];
+    if (std::isnan(v)) std::snprintf(number, sizeof(number), "NaN");
+    else if (std::isinf(v)) std::snprintf(number, sizeof(number), v > 0 ? "Infinity" : "-Infinity");
+    else std::snprintf(number, sizeof(number), "%.9g", static_cast<double>(v));
+    text += (text.empty() ? "" : ", ") + std::string(number);
+  }
+  return "[" + text + "]";
+}
+
+}  // namespace
+
+TEST_CASE("ReLU passes NaN forward and its gradient at NaN, as PyTorch", "[nn][nan]") {
+  const NanResult r = run_nan_case(nan_case("relu"));
+  // torch.relu(x); x.grad for dy = 1..8
+  CHECK(same_values(r.y, {kNaN, 0, 2, 0, kInf, 0, 0.5f, kNaN}));
+  CHECK(same_values(r.dx, {1, 0, 3, 0, 5, 0, 7, 8}));
+}
+
+TEST_CASE("max pooling gives NaN for a window with a NaN, its gradient to the last NaN, as PyTorch", "[nn][nan]") {
+  // torch.nn.functional.max_pool2d(x, 2, return_indices=True): indices 7, 2, 4.
+  const NanResult two = run_nan_case(nan_case("maxpool2d(2,2)"));
+  CHECK(same_values(two.y, {kNaN, kNaN, 4}));
+  CHECK(same_values(two.dx, {0, 0, 2, 0, 3, 0, 0, 1, 0, 0, 0, 0}));
+  // max_pool2d(x, 3, 1): indices 6 and 7.
+  const NanResult three = run_nan_case(nan_case("maxpool2d(3,1)"));
+  CHECK(same_values(three.y, {kNaN, kNaN}));
+  CHECK(same_values(three.dx, {0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0}));
+}
+
+TEST_CASE("BatchNorm's statistics of a channel with a NaN are NaN, as PyTorch's", "[nn][nan]") {
+  const NanResult r = run_nan_case(nan_case("batchnorm2d"));
+  // torch.nn.BatchNorm2d(2) in training: running_var = [1.5, nan], channel 1 all NaN.
+  CHECK(same_values(r.running_var, {1.5f, kNaN}));
+  for (std::size_t sample = 0; sample < 2; ++sample)
+    for (std::size_t i = 0; i < 4; ++i) {
+      CHECK(std::isfinite(r.y[sample * 8 + i]));
+      CHECK(std::isnan(r.y[sample * 8 + 4 + i]));
+    }
+}
+
+TEST_CASE("NaN cases for test_hostile_numbers.sh to compare with PyTorch", "[.][nan_cases]") {
+  const char* path = std::getenv("MPIDDP_NAN_CASES");
+  REQUIRE(path);
+  std::ofstream out(path);
+  for (const NanCase& c : nan_cases()) {
+    const NanResult r = run_nan_case(c);
+    std::vector<std::size_t> shape{c.batch};
+    shape.insert(shape.end(), c.input.begin(), c.input.end());
+    std::string dims;
+    for (std::size_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    out << "{\"name\": \"" << c.name << "\", \"shape\": [" << dims << "], \"x\": " << json_numbers(c.x)
+        << ", \"y\": " << json_numbers(r.y) << ", \"dx\": " << json_numbers(r.dx)
+        << ", \"running_var\": " << json_numbers(r.running_var) << "}\n";
+  }
+  REQUIRE(out.good());
 }

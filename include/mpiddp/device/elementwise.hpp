@@ -16,9 +16,18 @@ namespace ew {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
+// max(x, 0) that lets NaN through, as PyTorch's relu and clamp(min=0) do: a NaN
+// that turned into 0 would hide a broken input or weight. (Written as !(x <= 0)
+// so that every other value, -0 included, gives what x > 0 ? x : 0 gave.)
+template <class T>
+MPIDDP_HD T max_zero(T x) {
+  return !(x <= T(0)) ? x : T(0);
+}
+
 // ---- activations: forward value and dL/dx from (x, y = f(x), dL/dy) ----
-MPIDDP_HD float relu(float x) { return x > 0.0f ? x : 0.0f; }
-MPIDDP_HD float relu_grad(float x, float, float g) { return x > 0.0f ? g : 0.0f; }
+MPIDDP_HD float relu(float x) { return max_zero(x); }
+// PyTorch's threshold_backward: the gradient passes unless x <= 0, so also at NaN.
+MPIDDP_HD float relu_grad(float x, float, float g) { return x <= 0.0f ? 0.0f : g; }
 // Exact (erf) GELU, PyTorch's default.
 MPIDDP_HD float gelu(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
 MPIDDP_HD float gelu_grad(float x, float, float g) {
@@ -28,6 +37,12 @@ MPIDDP_HD float gelu_grad(float x, float, float g) {
 }
 MPIDDP_HD float tanh_value(float x) { return tanhf(x); }
 MPIDDP_HD float tanh_grad(float, float y, float g) { return g * (1.0f - y * y); }
+
+// ---- max pooling: whether value v takes over a window's maximum `best` ----
+// The first maximum wins, but every NaN takes over (the last NaN of the window,
+// as PyTorch's CPU and CUDA kernels pick it), so the window's output is NaN and
+// its gradient goes where PyTorch sends it.
+MPIDDP_HD bool max_pool_takes(float v, float best) { return v > best || v != v; }
 
 // ---- inverted dropout: element i keeps with probability 1 - p ----
 MPIDDP_HD float dropout_mask(std::uint64_t key, std::uint64_t i, float p, float keep_scale) {
@@ -110,8 +125,7 @@ MPIDDP_HD double squared_error_row(const float* y, const float* target, int t, f
 // costs no precision), corrected to the exact mean: sum (x - c)^2 - n (mean - c)^2.
 MPIDDP_HD double bn_corrected_m2(double squares, double count, double mean, float centre) {
   const double shift = mean - centre;
-  const double m2 = squares - count * shift * shift;
-  return m2 > 0.0 ? m2 : 0.0;
+  return max_zero(squares - count * shift * shift);  // a NaN input stays NaN, as in PyTorch's statistics
 }
 // Adds batch b's (count, mean, M2) to the running (count, mean, m2): one step of
 // Chan et al.'s pairwise combination, done in rank order.

@@ -45,11 +45,14 @@ class Matrix {
   ~Matrix();
 
   // Growing device storage does not keep the old contents (nothing needs them).
+  // A count past 64 bits is refused: wrapped around, it would allocate too little.
   void resize(std::size_t rows, std::size_t cols) {
+    std::size_t count = 0;
+    if (__builtin_mul_overflow(rows, cols, &count)) refuse_size(rows, cols);
     rows_ = rows;
     cols_ = cols;
-    if (device_) reserve_on_device(rows * cols);
-    else if (storage_.size() < rows * cols) storage_.resize(rows * cols);
+    if (device_) reserve_on_device(count);
+    else if (storage_.size() < count) storage_.resize(count);
   }
   std::size_t rows() const { return rows_; }
   std::size_t cols() const { return cols_; }
@@ -62,6 +65,7 @@ class Matrix {
   float at(std::size_t r, std::size_t c) const { return storage_[r * cols_ + c]; }
 
  private:
+  [[noreturn]] static void refuse_size(std::size_t rows, std::size_t cols);
   void reserve_on_device(std::size_t count);
   void release_device();
 

@@ -31,7 +31,7 @@ std::vector<std::int64_t> agree_step(Communicator& comm, Fn&& step, const std::v
       try {
         std::rethrow_exception(failure);
       } catch (const std::exception& e) {
-        report_error(comm.rank(), e.what());
+        report_error(comm.rank(), error_text(e));
       }
     }
     throw JobFailed(static_cast<int>(slots[0] % 256));

@@ -53,6 +53,10 @@ std::vector<std::int64_t> agree_step(Communicator& comm, Fn&& step, const std::v
 
 void report_error(int rank, const std::string& message);
 int exit_code_of(const std::exception& e);
+// What an exception says to the user: its text, and for an allocation that
+// failed where nothing named it, what ran out and what helps (never a bare
+// "std::bad_alloc").
+std::string error_text(const std::exception& e);
 
 }  // namespace mpiddp
 

@@ -16,6 +16,7 @@ class Conv2d final : public Layer {
   std::string kind() const override { return "Conv2d"; }
   bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
+  double scratch_bytes(const Shape& in, std::size_t samples) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C * k * k.
@@ -47,6 +48,7 @@ class Pool2d final : public Layer {
   std::string kind() const override { return pool_ == PoolKind::max ? "MaxPool2d" : "AvgPool2d"; }
   bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
+  double scratch_bytes(const Shape& in, std::size_t samples) const override;
   std::string arguments() const override;
   void declare(ParameterStore&, const std::string&, const Shape& in) override { in_ = image_shape(in, "pooling"); }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;

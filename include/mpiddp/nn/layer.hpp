@@ -26,11 +26,7 @@ struct ForwardContext {
   std::uint64_t counter = 0;    // micro-batch counter: masks differ per micro-batch, resumable
 };
 
-// A layer list that cannot work (bad shape, kernel larger than its input, ...).
-// The model builder adds `model.layers` and the layer's position.
-struct LayerError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// LayerError (a layer list that cannot work): shape.hpp.
 
 class Layer {
  public:
@@ -49,6 +45,10 @@ class Layer {
   // The fewest samples a training batch may have (after declare()): BatchNorm
   // with one value per channel per sample needs 2, to have a variance.
   virtual std::size_t min_training_batch() const { return 1; }
+  // Bytes of working memory besides its output for a batch of `samples` inputs of
+  // shape `in` (im2col columns, dropout masks, argmax), from above: the memory
+  // budget counts it before anything is allocated.
+  virtual double scratch_bytes(const Shape& /*in*/, std::size_t /*samples*/) const { return 0; }
   // Registers parameters and buffers under `prefix` (e.g. "layers.0"), for inputs of shape `in`.
   virtual void declare(ParameterStore&, const std::string& /*prefix*/, const Shape& /*in*/) {}
   // Writes initial values into the host copies (after ParameterStore::allocate).

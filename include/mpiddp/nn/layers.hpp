@@ -52,6 +52,7 @@ class Dropout final : public Layer {
 
   std::string kind() const override { return "Dropout"; }
   std::string arguments() const override;
+  double scratch_bytes(const Shape& in, std::size_t samples) const override;  // the mask
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;

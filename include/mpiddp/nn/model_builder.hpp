@@ -13,6 +13,10 @@
 
 namespace mpiddp {
 
+// The most layers a model may have (a list, or the MLP of model.hidden): far
+// more than any network trained here; a longer list is a mistake.
+constexpr std::size_t kMaxLayers = 10000;
+
 // One call of the list, as written: `name` or `name(args)`.
 struct LayerCall {
   std::string text;
@@ -22,7 +26,7 @@ struct LayerCall {
 };
 
 // Splits a layer list at whitespace outside parentheses; throws LayerError
-// naming the call's position on a syntax error.
+// naming the call's position on a syntax error, or on more than kMaxLayers calls.
 std::vector<LayerCall> parse_layer_list(const std::string& text);
 
 // The layers of a list, unconnected (Sequential gives them their shapes); throws
@@ -39,6 +43,21 @@ std::vector<std::string> known_layer_names();
 // `model.layers`, the layer's position and what is wrong.
 std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& input, std::size_t outputs,
                                         std::uint64_t seed, Device* device = nullptr);
+
+// What a model needs, from a shape-only pass over its layers: nothing is
+// allocated, so the memory budget can refuse a model before it exists. Sizes
+// are doubles (hostile ones multiply past 64 bits); activation and scratch
+// sizes are for `samples` samples per batch. Throws what build_model throws.
+struct ModelPlan {
+  std::size_t layers = 0;
+  std::size_t arrays = 0;        // parameter arrays (weight, bias, ...)
+  double parameters = 0;         // trained floats
+  double buffers = 0;            // other float state (BatchNorm's running statistics)
+  double activation_floats = 0;  // per sample: every layer's output (kept for backward)
+  double largest_floats = 0;     // per sample: the widest input or output (the gradient buffers)
+  double scratch_bytes = 0;      // per batch: im2col columns, dropout masks, max-pooling positions
+};
+ModelPlan plan_model(const ModelConfig& model, const Shape& input, std::size_t outputs, std::size_t samples);
 
 // The MLP shorthand: Linear + activation (+ Dropout) per hidden width, then Linear.
 std::unique_ptr<Sequential> build_mlp(const ModelConfig& model, std::size_t in_features, std::size_t out_features,

@@ -28,6 +28,9 @@ class ParameterStore {
   std::size_t add(const std::string& name, std::vector<std::size_t> shape);
   // After the last add(): zeroed buffers on `device` (the CPU when null).
   void allocate(Device* device = nullptr);
+  // Floats of parameters and of buffers added so far (before allocate() too).
+  std::size_t declared_total() const { return pending_total_; }
+  std::size_t declared_buffer_total() const { return pending_buffers_; }
   Device& device() const { return *device_; }
 
   const std::vector<Parameter>& list() const { return params_; }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
@@ -46,6 +47,8 @@ class Sequential {
   std::string describe() const;
 
  private:
+  RuntimeError out_of_memory(const char* pass, std::size_t index, std::size_t samples) const;
+
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;        // shapes_[i]: input of layer i; the last: the model's output
   std::vector<Matrix> activations_;  // activations_[i + 1] is the output of layer i
@@ -57,5 +60,11 @@ class Sequential {
 
 // "layer 4 (layers.3)": how errors name a layer.
 std::string layer_position(std::size_t index);
+
+// Gives each layer its input shape and registers its parameters and buffers in
+// `params` (names and shapes: nothing is allocated). Returns the shapes: [i] is
+// layer i's input, the last the model's output. Throws LayerError naming the layer.
+std::vector<Shape> declare_layers(const std::vector<std::unique_ptr<Layer>>& layers, const Shape& input,
+                                  ParameterStore& params);
 
 }  // namespace mpiddp

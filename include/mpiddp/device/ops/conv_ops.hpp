@@ -2,11 +2,16 @@
 // 2-D convolution (PyTorch's Conv2d, groups = 1, dilation = 1), NCHW: x[n, c, h, w],
 // weight[out_c, c, kh, kw], bias[out_c], y[n, out_c, oh, ow]. On the CPU: im2col
 // and BLAS; on the GPU: cuDNN.
+#include <cstddef>
 #include <memory>
 
 #include "mpiddp/device/device.hpp"
 
 namespace mpiddp {
+
+// The CPU splits a batch's im2col columns into chunks of samples above this many
+// floats (64 MiB); the memory budget counts one chunk.
+constexpr std::size_t kCpuColumnBudget = std::size_t{1} << 24;
 
 struct ConvGeometry {
   int n = 0;                // samples

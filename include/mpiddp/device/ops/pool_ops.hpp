@@ -1,7 +1,7 @@
 #pragma once
 // 2-D max and average pooling (PyTorch's MaxPool2d / AvgPool2d without padding,
 // floor mode), NCHW. Max pooling keeps the index of each window's maximum (the
-// first one, as PyTorch's CPU kernel) for backward.
+// first one, or the last NaN, as PyTorch's kernels: ew::max_pool_takes) for backward.
 #include <cstdint>
 
 #include "mpiddp/device/device.hpp"
