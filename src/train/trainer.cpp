@@ -204,12 +204,13 @@ class Trainer {
       s_.reducer->update(*s_.optimizer, lr_);  // at ddp.zero_stage = 1: this rank's shard, then the all-gather
     } else if (config_.train.nonfinite == NonfinitePolicy::skip) {
       ++skipped_steps_;
+      // Counted from 1, as the progress lines and metrics.jsonl's global_step count.
       if (s_.root)
-        std::fprintf(stderr, "mpiddp: warning: step %lld: non-finite gradient, step skipped\n",
-                     static_cast<long long>(step));
+        std::fprintf(stderr, "mpiddp: warning: global step %lld: non-finite gradient, step skipped\n",
+                     static_cast<long long>(step + 1));
     } else {
       if (s_.root)
-        report_error(0, "step " + std::to_string(step) + ": non-finite loss or gradient (NaN/Inf); " +
+        report_error(0, "global step " + std::to_string(step + 1) + ": non-finite loss or gradient (NaN/Inf); " +
                             "set train.nonfinite = skip to drop such steps");
       throw JobFailed(kExitRuntimeError);
     }

@@ -35,7 +35,7 @@ expect_error hang-probed 2 "at step 7 did not complete within dist.timeout_s = 8
   --dist.timeout_s 8
 [ "$EXPECT_RC" = 1 ] && ! grep -q "lost rank" "$WORK/hang-probed.out" && pass "a hung live rank is not called lost (exit 1)" \
   || fail "hung live rank: exit $EXPECT_RC, $(grep 'mpiddp: error' "$WORK/hang-probed.out")"
-expect_error nan 2 "rank 0: step 9: non-finite loss or gradient (NaN/Inf); set train.nonfinite = skip" "${base[@]}" --train.epochs 2 \
+expect_error nan 2 "rank 0: global step 10: non-finite loss or gradient (NaN/Inf); set train.nonfinite = skip" "${base[@]}" --train.epochs 2 \
   --run.dir "$WORK/r-nan" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan
 run_ranks 2 "${base[@]}" --train.epochs 2 --run.dir "$WORK/skip" --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan \
   --train.nonfinite skip > "$WORK/skip.log" 2>&1 && [ "$(json_field "$WORK/skip/summary.json" skipped_steps)" = 1 ] \

@@ -119,7 +119,7 @@ for s in 0 1; do
   train 2 "nan$s" --ddp.zero_stage $s --debug.fail_rank 1 --debug.fail_step 9 --debug.fail_mode nan --train.nonfinite skip
 done
 [ "$(json_field "$WORK/nan1/summary.json" skipped_steps)" = 1 ] && same_parameters "$(latest_checkpoint "$WORK/nan0")"   "$(latest_checkpoint "$WORK/nan1")" && pass "nonfinite = skip at stage 1: one step skipped, the same end as stage 0"   || fail "nonfinite skip at stage 1"
-expect_error nan-stop 3 "step 9: non-finite loss or gradient" train "$WORK/run.ini" --run.dir "$WORK/nan-stop"   --ddp.zero_stage 1 --debug.fail_rank 2 --debug.fail_step 9 --debug.fail_mode nan
+expect_error nan-stop 3 "global step 10: non-finite loss or gradient" train "$WORK/run.ini" --run.dir "$WORK/nan-stop"   --ddp.zero_stage 1 --debug.fail_rank 2 --debug.fail_step 9 --debug.fail_mode nan
 
 # Refused: stage outside 0..1, and optimizer state that does not fit the model.
 for bad in 2 -1 one; do
