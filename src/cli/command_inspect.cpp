@@ -65,16 +65,18 @@ int command_inspect(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: mpiddp inspect sampler --size N [--world W --rank R --seed S --epoch E --drop-last --no-shuffle]\n"
                 "       mpiddp inspect devices\n"
-                "       mpiddp inspect checkpoint FILE.h5\n");
+                "       mpiddp inspect checkpoint FILE.h5\n"
+                "       mpiddp inspect layers [--list 'LAYER LIST' --classes N] [--json]\n");
     return args.empty() ? kExitInputError : kExitOk;
   }
   if (args[0] == "sampler") return inspect_sampler({args.begin() + 1, args.end()});
   if (args[0] == "devices") return inspect_devices();
+  if (args[0] == "layers") return inspect_layers({args.begin() + 1, args.end()});
   if (args[0] == "checkpoint") {
     if (args.size() != 2) throw InputError("usage: mpiddp inspect checkpoint FILE.h5");
     return inspect_checkpoint(args[1]);
   }
-  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler, devices, checkpoint)");
+  throw InputError("unknown inspect target '" + args[0] + "' (known: sampler, devices, checkpoint, layers)");
 }
 
 }  // namespace mpiddp

@@ -1,32 +1,28 @@
 #pragma once
-// A layer call's arguments, read by name: each layer's factory declares its
-// parameters in PyTorch's positional order, then reads them typed and
-// range-checked. Anything left unread is an unknown argument.
+// A layer call's arguments, read by name: the layer table (layer_table.hpp)
+// names them in PyTorch's positional order with their defaults; each layer's
+// factory reads them typed and range-checked.
 #include <map>
-#include <optional>
 #include <string>
-#include <vector>
 
+#include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 
 namespace mpiddp {
 
 class LayerArguments {
  public:
-  // `names`: the parameters in positional order.
-  LayerArguments(const LayerCall& call, std::vector<std::string> names);
-  bool has(const std::string& name) const { return values_.count(name) > 0; }
-  // A whole number >= minimum; `fallback` when absent, or an error when there is none.
-  long integer(const std::string& name, std::optional<long> fallback, long minimum);
+  // Every argument of `spec`, from the call or its default; throws LayerError for
+  // an unknown, repeated or missing one. `last`, `outputs`: for "=classes".
+  LayerArguments(const LayerCall& call, const LayerSpec& spec, bool last, std::size_t outputs);
+  // A whole number in [minimum, 2^30].
+  long integer(const std::string& name, long minimum) const;
   // A number in [low, high] (high_open: < high).
-  double real(const std::string& name, double fallback, double low, double high, bool high_open);
-  // Throws for arguments no read asked for.
-  void finish() const;
+  double real(const std::string& name, double low, double high, bool high_open) const;
 
  private:
+  const std::string& text(const std::string& name) const;
   std::map<std::string, std::string> values_;
-  std::vector<std::string> names_;
-  std::vector<std::string> read_;
 };
 
 }  // namespace mpiddp

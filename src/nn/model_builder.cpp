@@ -1,5 +1,5 @@
-// The layer registry (name -> factory) and the model builder. A new layer kind
-// is one factory line here plus its class.
+// The layer factories and the model builder. A new layer kind is its line in
+// the layer table (layer_table.cpp), one factory line here, and its class.
 #include "mpiddp/nn/model_builder.hpp"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv_layers.hpp"
+#include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/layers.hpp"
 
 namespace mpiddp {
@@ -24,36 +25,29 @@ struct LayerContext {
 
 using LayerFactory = std::function<std::unique_ptr<Layer>(LayerArguments&, const LayerContext&)>;
 
-std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext& ctx) {
-  // A last linear without a width is the classifier (or regression head).
-  const bool head = ctx.last && !a.has("out_features");
-  const long out = a.integer("out_features", head ? std::optional<long>(static_cast<long>(ctx.outputs)) : std::nullopt, 1);
-  return std::make_unique<Linear>(static_cast<std::size_t>(out));
+// Factories: the arguments, their order and defaults are the layer table's.
+std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext&) {
+  return std::make_unique<Linear>(static_cast<std::size_t>(a.integer("out_features", 1)));
 }
 
 std::unique_ptr<Layer> make_conv2d(LayerArguments& a, const LayerContext&) {
-  const long out = a.integer("out_channels", std::nullopt, 1);
-  const long kernel = a.integer("kernel_size", std::nullopt, 1);
-  const long stride = a.integer("stride", 1, 1);
-  const long padding = a.integer("padding", 0, 0);
-  return std::make_unique<Conv2d>(static_cast<std::size_t>(out), static_cast<int>(kernel), static_cast<int>(stride),
-                                  static_cast<int>(padding));
+  return std::make_unique<Conv2d>(static_cast<std::size_t>(a.integer("out_channels", 1)),
+                                  static_cast<int>(a.integer("kernel_size", 1)), static_cast<int>(a.integer("stride", 1)),
+                                  static_cast<int>(a.integer("padding", 0)));
 }
 
 LayerFactory pool(PoolKind kind) {
   return [kind](LayerArguments& a, const LayerContext&) -> std::unique_ptr<Layer> {
-    const long kernel = a.integer("kernel_size", std::nullopt, 1);
-    const long stride = a.integer("stride", kernel, 1);
-    return std::make_unique<Pool2d>(kind, static_cast<int>(kernel), static_cast<int>(stride));
+    return std::make_unique<Pool2d>(kind, static_cast<int>(a.integer("kernel_size", 1)),
+                                    static_cast<int>(a.integer("stride", 1)));
   };
 }
 
 LayerFactory batchnorm(int dims) {
   return [dims](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
-    const double eps = a.real("eps", 1e-5, 0.0, 1.0, false);
+    const double eps = a.real("eps", 0.0, 1.0, false);
     if (eps <= 0.0) throw LayerError("eps must be above 0");
-    const double momentum = a.real("momentum", 0.1, 0.0, 1.0, false);
-    return std::make_unique<BatchNorm>(dims, eps, momentum, ctx.sync_batchnorm);
+    return std::make_unique<BatchNorm>(dims, eps, a.real("momentum", 0.0, 1.0, false), ctx.sync_batchnorm);
   };
 }
 
@@ -63,32 +57,28 @@ LayerFactory activation(ActivationKind kind) {
   };
 }
 
-struct Registered {
-  std::vector<std::string> parameters;  // PyTorch's, in positional order
-  LayerFactory make;
-};
-
-const std::map<std::string, Registered>& registry() {
-  static const std::map<std::string, Registered> layers = {
-      {"linear", {{"out_features"}, make_linear}},
-      {"conv2d", {{"out_channels", "kernel_size", "stride", "padding"}, make_conv2d}},
-      {"maxpool2d", {{"kernel_size", "stride"}, pool(PoolKind::max)}},
-      {"avgpool2d", {{"kernel_size", "stride"}, pool(PoolKind::average)}},
-      {"batchnorm1d", {{"eps", "momentum"}, batchnorm(1)}},
-      {"batchnorm2d", {{"eps", "momentum"}, batchnorm(2)}},
-      {"relu", {{}, activation(ActivationKind::relu)}},
-      {"gelu", {{}, activation(ActivationKind::gelu)}},
-      {"tanh", {{}, activation(ActivationKind::tanh)}},
+// Which factory builds each entry of the layer table (a test checks that both
+// name the same layers).
+const std::map<std::string, LayerFactory>& factories() {
+  static const std::map<std::string, LayerFactory> made = {
+      {"linear", make_linear},
+      {"conv2d", make_conv2d},
+      {"maxpool2d", pool(PoolKind::max)},
+      {"avgpool2d", pool(PoolKind::average)},
+      {"batchnorm1d", batchnorm(1)},
+      {"batchnorm2d", batchnorm(2)},
+      {"relu", activation(ActivationKind::relu)},
+      {"gelu", activation(ActivationKind::gelu)},
+      {"tanh", activation(ActivationKind::tanh)},
       {"dropout",
-       {{"p"},
-        [](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
-          return std::make_unique<Dropout>(a.real("p", 0.5, 0.0, 1.0, true), ctx.index);
-        }}},
-      {"flatten", {{}, [](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
-                     return std::make_unique<Flatten>();
-                   }}},
+       [](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
+         return std::make_unique<Dropout>(a.real("p", 0.0, 1.0, true), ctx.index);
+       }},
+      {"flatten", [](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
+         return std::make_unique<Flatten>();
+       }},
   };
-  return layers;
+  return made;
 }
 
 std::vector<std::unique_ptr<Layer>> make_layers(const std::vector<LayerCall>& calls, std::size_t outputs,
@@ -96,16 +86,17 @@ std::vector<std::unique_ptr<Layer>> make_layers(const std::vector<LayerCall>& ca
   std::vector<std::unique_ptr<Layer>> layers;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const LayerCall& call = calls[i];
-    const auto found = registry().find(call.name);
     try {
-      if (found == registry().end()) {
+      const LayerSpec* spec = find_layer_spec(call.name);
+      const auto made = factories().find(call.name);
+      if (!spec || made == factories().end()) {
         std::string names;
         for (const auto& n : known_layer_names()) names += (names.empty() ? "" : ", ") + n;
         throw LayerError("unknown layer (known: " + names + ")");
       }
-      LayerArguments arguments(call, found->second.parameters);
-      layers.push_back(found->second.make(arguments, {i, i + 1 == calls.size(), outputs, sync_batchnorm}));
-      arguments.finish();
+      const bool last = i + 1 == calls.size();
+      LayerArguments arguments(call, *spec, last, outputs);
+      layers.push_back(made->second(arguments, {i, last, outputs, sync_batchnorm}));
     } catch (const LayerError& e) {
       throw LayerError(layer_position(i) + " '" + call.text + "': " + e.what());
     }
@@ -121,7 +112,13 @@ std::vector<std::unique_ptr<Layer>> build_layers(const std::string& text, std::s
 
 std::vector<std::string> known_layer_names() {
   std::vector<std::string> names;
-  for (const auto& [name, unused] : registry()) names.push_back(name);
+  for (const LayerSpec& spec : layer_table()) names.push_back(spec.name);
+  return names;
+}
+
+std::vector<std::string> layers_with_factories() {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : factories()) names.push_back(name);
   return names;
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/memory_budget.hpp"
 
@@ -264,4 +265,25 @@ TEST_CASE("the memory budget counts model.layers as it counts model.hidden", "[n
   // Without one, the model's part is left to build_model, which knows the shape.
   CHECK_NOTHROW(check_memory_budget(conv, shape));
   CHECK(estimated_rank_bytes(config({}), shape) < 1e8);
+}
+
+TEST_CASE("layer table: every entry has a factory and every factory an entry", "[layers]") {
+  CHECK(mpiddp::layers_with_factories() == mpiddp::known_layer_names());
+  for (const auto& spec : mpiddp::layer_table()) {
+    CHECK(spec.torch_module.size() > 0);
+    for (const auto& a : spec.arguments) CHECK((a.type == "int" || a.type == "float"));
+  }
+}
+
+TEST_CASE("layer table: a list resolves with every argument named and every default filled in", "[layers]") {
+  const auto layers = mpiddp::resolve_layer_list("conv2d(8, 3, padding=1) maxpool2d(2) dropout linear", 7);
+  REQUIRE(layers.size() == 4);
+  using Args = std::vector<std::pair<std::string, std::string>>;
+  CHECK(layers[0].arguments == Args{{"out_channels", "8"}, {"kernel_size", "3"}, {"stride", "1"}, {"padding", "1"}});
+  CHECK(layers[1].arguments == Args{{"kernel_size", "2"}, {"stride", "2"}});  // stride = kernel_size
+  CHECK(layers[2].arguments == Args{{"p", "0.5"}});
+  CHECK(layers[3].arguments == Args{{"out_features", "7"}});  // the last linear: the classes
+  CHECK_THROWS_WITH(mpiddp::resolve_layer_list("linear relu", 7), Catch::Contains("layer 1 (layers.0) 'linear': missing argument 'out_features'"));
+  CHECK_THROWS_WITH(mpiddp::resolve_layer_list("conv2d(8, 3, out_channels=4)", 7), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(mpiddp::resolve_layer_list("relu(p=1)", 7), Catch::Contains("unknown argument 'p' (it takes none)"));
 }

@@ -34,8 +34,10 @@ std::vector<LayerCall> parse_layer_list(const std::string& text);
 // `linear` without a width gets `outputs`.
 std::vector<std::unique_ptr<Layer>> build_layers(const std::string& text, std::size_t outputs, bool sync_batchnorm);
 
-// The layer names the registry knows, for messages and --help.
+// The layer names the layer table knows, for messages and --help.
 std::vector<std::string> known_layer_names();
+// The layer names that have a factory (a test: the same as known_layer_names).
+std::vector<std::string> layers_with_factories();
 
 // The model of `model`: its layer list if model.layers is set, else the MLP of
 // model.hidden. `input`: one sample's shape ({features} or {C, H, W});

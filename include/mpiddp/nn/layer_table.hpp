@@ -1,0 +1,58 @@
+#pragma once
+// The one table of the layers a `model.layers` list may name: each layer's
+// arguments in PyTorch's positional order with their defaults, and the torch.nn
+// module it is. The builder reads its defaults from here, `mpiddp inspect layers`
+// prints it (--json for the Python tools, which build their torch modules from
+// it and never parse a layer list themselves).
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpiddp {
+
+struct LayerArgumentSpec {
+  std::string name;      // PyTorch's
+  std::string fallback;  // as a list would write it; "" = required; "=NAME": that argument's value;
+                         // "=classes": the model's outputs (classes or targets), for the last layer only
+  std::string type;      // "int" or "float"
+};
+
+struct LayerSpec {
+  std::string name;          // in model.layers
+  std::string torch_module;  // the torch.nn class
+  std::vector<LayerArgumentSpec> arguments;  // positional order
+  // The torch constructor's input-size argument (in_features, in_channels,
+  // num_features), which a list never writes: the shape before gives it, and so
+  // does dimension `input_weight_dim` of the layer's weight. "" / -1: none.
+  std::string input_argument;
+  int input_weight_dim = -1;
+};
+
+// Every layer, in name order.
+const std::vector<LayerSpec>& layer_table();
+// The entry for `name`, or null.
+const LayerSpec* find_layer_spec(const std::string& name);
+
+// A call of a list with every argument named and every default filled in, as
+// text (a list's own spelling): what the builder builds.
+struct ResolvedLayer {
+  std::size_t index = 0;  // layers.<index>
+  const LayerSpec* spec = nullptr;
+  std::vector<std::pair<std::string, std::string>> arguments;  // positional order
+};
+struct LayerCall;
+// One call's arguments, resolved as above (`last`: the list's last layer).
+// Throws LayerError (without the position) like resolve_layer_list.
+std::vector<std::pair<std::string, std::string>> resolve_arguments(const LayerCall& call, const LayerSpec& spec,
+                                                                   bool last, std::size_t outputs);
+// Throws LayerError naming the position of an unknown layer or argument, a
+// missing one, or a positional argument given as a keyword too. `outputs`:
+// what "=classes" resolves to.
+std::vector<ResolvedLayer> resolve_layer_list(const std::string& text, std::size_t outputs);
+
+// JSON texts: the table, and a resolved list.
+std::string layer_table_json();
+std::string resolved_layers_json(const std::vector<ResolvedLayer>& layers);
+
+}  // namespace mpiddp

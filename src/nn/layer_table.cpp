@@ -1,0 +1,159 @@
+#include "mpiddp/nn/layer_table.hpp"
+
+#include <algorithm>
+
+#include "mpiddp/common/json.hpp"
+#include "mpiddp/nn/layer.hpp"
+#include "mpiddp/nn/model_builder.hpp"
+
+namespace mpiddp {
+
+const std::vector<LayerSpec>& layer_table() {
+  // clang-format off
+  static const std::vector<LayerSpec> table = {
+      {"avgpool2d",   "AvgPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
+      {"batchnorm1d", "BatchNorm1d", {{"eps", "1e-05", "float"}, {"momentum", "0.1", "float"}}, "num_features", 0},
+      {"batchnorm2d", "BatchNorm2d", {{"eps", "1e-05", "float"}, {"momentum", "0.1", "float"}}, "num_features", 0},
+      {"conv2d",      "Conv2d",      {{"out_channels", "", "int"}, {"kernel_size", "", "int"},
+                                      {"stride", "1", "int"}, {"padding", "0", "int"}}, "in_channels", 1},
+      {"dropout",     "Dropout",     {{"p", "0.5", "float"}}, "", -1},
+      {"flatten",     "Flatten",     {}, "", -1},
+      {"gelu",        "GELU",        {}, "", -1},
+      {"linear",      "Linear",      {{"out_features", "=classes", "int"}}, "in_features", 1},
+      {"maxpool2d",   "MaxPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
+      {"relu",        "ReLU",        {}, "", -1},
+      {"tanh",        "Tanh",        {}, "", -1},
+  };
+  // clang-format on
+  return table;
+}
+
+const LayerSpec* find_layer_spec(const std::string& name) {
+  for (const LayerSpec& spec : layer_table())
+    if (spec.name == name) return &spec;
+  return nullptr;
+}
+
+namespace {
+
+std::string names_of(const LayerSpec& spec) {
+  std::string list;
+  for (const auto& a : spec.arguments) list += (list.empty() ? "" : ", ") + a.name;
+  return list;
+}
+
+// The call's arguments by name, as written; throws for too many positional ones,
+// unknown names and repeats.
+std::vector<std::pair<std::string, std::string>> written_arguments(const LayerCall& call, const LayerSpec& spec) {
+  if (call.positional.size() > spec.arguments.size())
+    throw LayerError("takes at most " + std::to_string(spec.arguments.size()) + " positional argument(s)" +
+                     (spec.arguments.empty() ? "" : " (" + names_of(spec) + ")") + ", got " +
+                     std::to_string(call.positional.size()));
+  std::vector<std::pair<std::string, std::string>> written;
+  for (std::size_t i = 0; i < call.positional.size(); ++i) written.emplace_back(spec.arguments[i].name, call.positional[i]);
+  for (const auto& [key, value] : call.keywords) {
+    const bool known = std::any_of(spec.arguments.begin(), spec.arguments.end(), [&](const auto& a) { return a.name == key; });
+    if (!known)
+      throw LayerError("unknown argument '" + key + "'" +
+                       (spec.arguments.empty() ? " (it takes none)" : " (it takes " + names_of(spec) + ")"));
+    for (const auto& w : written)
+      if (w.first == key) throw LayerError("argument '" + key + "' given twice");
+    written.emplace_back(key, value);
+  }
+  return written;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> resolve_arguments(const LayerCall& call, const LayerSpec& spec,
+                                                                   bool last, std::size_t outputs) {
+  using Arguments = std::vector<std::pair<std::string, std::string>>;
+  const Arguments written = written_arguments(call, spec);
+  Arguments resolved;
+  const auto value_of = [&](const std::string& name) -> const std::string* {
+    for (const Arguments* list : {&written, static_cast<const Arguments*>(&resolved)})
+      for (const auto& [key, value] : *list)
+        if (key == name) return &value;
+    return nullptr;
+  };
+  for (const LayerArgumentSpec& a : spec.arguments) {
+    if (const std::string* given = value_of(a.name)) {
+      resolved.emplace_back(a.name, *given);
+    } else if (a.fallback == "=classes" && last) {
+      resolved.emplace_back(a.name, std::to_string(outputs));
+    } else if (!a.fallback.empty() && a.fallback[0] == '=' && a.fallback != "=classes") {
+      const std::string* other = value_of(a.fallback.substr(1));
+      if (!other) throw LayerError("missing argument '" + a.fallback.substr(1) + "'");
+      resolved.emplace_back(a.name, *other);
+    } else if (a.fallback.empty() || a.fallback[0] == '=') {
+      throw LayerError("missing argument '" + a.name + "'");
+    } else {
+      resolved.emplace_back(a.name, a.fallback);
+    }
+  }
+  return resolved;
+}
+
+std::vector<ResolvedLayer> resolve_layer_list(const std::string& text, std::size_t outputs) {
+  const std::vector<LayerCall> calls = parse_layer_list(text);
+  std::vector<ResolvedLayer> layers;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    try {
+      const LayerSpec* spec = find_layer_spec(calls[i].name);
+      if (!spec) {
+        std::string names;
+        for (const auto& s : layer_table()) names += (names.empty() ? "" : ", ") + s.name;
+        throw LayerError("unknown layer (known: " + names + ")");
+      }
+      layers.push_back({i, spec, resolve_arguments(calls[i], *spec, i + 1 == calls.size(), outputs)});
+    } catch (const LayerError& e) {
+      throw LayerError(layer_position(i) + " '" + calls[i].text + "': " + e.what());
+    }
+  }
+  return layers;
+}
+
+std::string layer_table_json() {
+  Json table = Json::array();
+  for (const LayerSpec& spec : layer_table()) {
+    Json entry;
+    entry["name"] = spec.name;
+    entry["torch_module"] = "torch.nn." + spec.torch_module;
+    entry["arguments"] = Json::array();
+    for (const auto& a : spec.arguments) {
+      Json argument;
+      argument["name"] = a.name;
+      argument["type"] = a.type;
+      argument["required"] = a.fallback.empty();
+      argument["default"] = a.fallback.empty() ? Json() : Json(a.fallback);
+      entry["arguments"].push_back(argument);
+    }
+    entry["input_argument"] = spec.input_argument.empty() ? Json() : Json(spec.input_argument);
+    entry["input_weight_dim"] = spec.input_weight_dim;
+    table.push_back(entry);
+  }
+  return json_line(table);
+}
+
+std::string resolved_layers_json(const std::vector<ResolvedLayer>& layers) {
+  Json list = Json::array();
+  for (const ResolvedLayer& layer : layers) {
+    Json entry;
+    entry["index"] = layer.index;
+    entry["name"] = layer.spec->name;
+    entry["torch_module"] = "torch.nn." + layer.spec->torch_module;
+    entry["arguments"] = Json::object();
+    for (std::size_t i = 0; i < layer.arguments.size(); ++i) {
+      const auto& [key, value] = layer.arguments[i];
+      // Typed as the table says (the builder has checked the ranges).
+      if (layer.spec->arguments[i].type == "int") entry["arguments"][key] = std::stoll(value);
+      else entry["arguments"][key] = std::stod(value);
+    }
+    entry["input_argument"] = layer.spec->input_argument.empty() ? Json() : Json(layer.spec->input_argument);
+    entry["input_weight_dim"] = layer.spec->input_weight_dim;
+    list.push_back(entry);
+  }
+  return json_line(list);
+}
+
+}  // namespace mpiddp
