@@ -114,9 +114,10 @@ int bench_matmul(const std::vector<std::string>& args) {
   if (!kind) throw InputError("--precision: '" + precision + "' is not one of " + choice_list<Precision>());
   if (size < 1 || size > 65536) throw InputError("--size must be in [1, 65536], got " + std::to_string(size));
   check_seconds(seconds);
-  const double tflops = cuda_matmul_tflops(device, *kind, size, seconds);
-  std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s\n", size, size, size, precision.c_str(),
-              cuda_device_info(device).name.c_str(), tflops);
+  const MatmulResult result = cuda_matmul(device, *kind, size, seconds);
+  std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s; wrong %zu of %zu\n", size, size, size, precision.c_str(),
+              cuda_device_info(device).name.c_str(), result.tflops, result.wrong, result.checked);
+  bench::require_right("bench matmul", result.wrong, result.checked);
   return kExitOk;
 }
 }  // namespace

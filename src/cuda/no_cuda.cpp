@@ -22,7 +22,7 @@ std::unique_ptr<Device> make_cuda_device(int) { throw InputError(std::string("tr
 std::unique_ptr<GradientTransport> make_nccl_transport(Communicator&, Device&, bool, double) {
   throw InputError(std::string("dist.backend = nccl: ") + kNoCuda);
 }
-double cuda_matmul_tflops(int, Precision, int, double) { throw InputError(kNoCuda); }
+MatmulResult cuda_matmul(int, Precision, int, double) { throw InputError(kNoCuda); }
 std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device&) { return nullptr; }
 
 }  // namespace mpiddp

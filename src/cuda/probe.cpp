@@ -2,6 +2,7 @@
 // rate measurement for benchmarks.
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -45,7 +46,36 @@ CudaDeviceInfo cuda_device_info(int ordinal) {
 
 std::unique_ptr<Device> make_cuda_device(int ordinal) { return std::make_unique<cuda::CudaDevice>(ordinal); }
 
-double cuda_matmul_tflops(int ordinal, Precision precision, int size, double seconds) {
+namespace {
+// Entries (i, j) of the column-major product C = A B at 64 fixed places, from
+// the host operands as the device holds them (bf16: truncated), compared with
+// `device_c`. Tolerance: the inputs' rounding (bf16 8 bits, tf32 11) summed
+// over `size` terms like a random walk, and the output's own rounding.
+std::size_t wrong_entries(const std::vector<float>& host, const std::vector<float>& device_c, int size,
+                          Precision precision, std::size_t& checked) {
+  const double input_eps = precision == Precision::bf16 ? 0x1p-8 : precision == Precision::tf32 ? 0x1p-11 : 0x1p-23;
+  const double output_eps = precision == Precision::bf16 ? 0x1p-8 : 0x1p-23;
+  const auto n = static_cast<std::size_t>(size);
+  std::size_t wrong = 0;
+  checked = 0;
+  for (std::size_t s = 0; s < 64; ++s) {
+    const std::size_t i = (s * 2654435761u) % n, j = (s * 40503u + 17) % n;
+    double want = 0.0, magnitude = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double term = static_cast<double>(host[i + k * n]) * host[k + j * n];
+      want += term;
+      magnitude += term * term;
+    }
+    const double tolerance = 4.0 * input_eps * std::sqrt(magnitude) + 2.0 * output_eps * std::fabs(want) + 1e-6;
+    const double got = device_c[i + j * n];
+    if (!(std::fabs(got - want) <= tolerance)) ++wrong;
+    ++checked;
+  }
+  return wrong;
+}
+}  // namespace
+
+MatmulResult cuda_matmul(int ordinal, Precision precision, int size, double seconds) {
   using namespace cuda;
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   const std::size_t count = static_cast<std::size_t>(size) * size;
@@ -91,11 +121,30 @@ double cuda_matmul_tflops(int ordinal, Precision precision, int size, double sec
     done += 10;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  MatmulResult result;
+  result.tflops = 2.0 * size * static_cast<double>(size) * size * static_cast<double>(done) / elapsed / 1e12;
+  {
+    // The check: the operands as the device holds them, and its product.
+    std::vector<float> host(count), product(count);
+    CounterRng rng(42);
+    for (std::size_t i = 0; i < count; ++i) host[i] = 2.0f * rng.uniform(i) - 1.0f;
+    if (bf16) {
+      std::vector<std::uint16_t> half(count);
+      check(cudaMemcpy(half.data(), c, count * element, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      for (std::size_t i = 0; i < count; ++i) {
+        host[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(host[i]) & 0xFFFF0000u);
+        product[i] = std::bit_cast<float>(static_cast<std::uint32_t>(half[i]) << 16);
+      }
+    } else {
+      check(cudaMemcpy(product.data(), c, count * element, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    }
+    result.wrong = wrong_entries(host, product, size, precision, result.checked);
+  }
   cublasDestroy(handle);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
-  return 2.0 * size * static_cast<double>(size) * size * static_cast<double>(done) / elapsed / 1e12;
+  return result;
 }
 
 }  // namespace mpiddp

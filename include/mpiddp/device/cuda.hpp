@@ -54,7 +54,13 @@ std::unique_ptr<Device> make_cuda_device(int ordinal);
 // (train.trace_steps); null unless `device` is a CUDA device.
 std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device& device);
 
-// Measured rate of a large matrix product (m = n = k = size), in TFLOP/s.
-double cuda_matmul_tflops(int ordinal, Precision precision, int size, double seconds);
+// Measured rate of a large matrix product (m = n = k = size), in TFLOP/s, and
+// its check: `checked` entries of the product (a fixed sample) recomputed on the
+// host from the same operands, `wrong` of them outside the precision's tolerance.
+struct MatmulResult {
+  double tflops = 0.0;
+  std::size_t wrong = 0, checked = 0;
+};
+MatmulResult cuda_matmul(int ordinal, Precision precision, int size, double seconds);
 
 }  // namespace mpiddp
