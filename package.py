@@ -71,10 +71,30 @@ class Mpiddp(CMakePackage, CudaPackage):
         with working_dir(self.build_directory):
             ctest("-L", "unit|mpi", "--output-on-failure")
 
+    # The Python tools: the package python/mpiddp_tools in share/mpiddp/python, their entry points in
+    # share/mpiddp/scripts (MPIDDP_SCRIPTS, beside CMake's sbatch template); each entry point imports the
+    # package from ../python next to its own real path, as in the checkout. They run with the python3 on PATH
+    # (h5py, torch and matplotlib from the system where a tool needs them), so no Python is a dependency.
+    # scripts/gpu-check needs a checkout (its tests and inputs) and is not installed.
+    tools = ("to-torch", "from-torch", "plot", "sweep", "sweep-summary", "trace-merge")
+
+    @run_after("install")
+    def install_tools(self):
+        source = self.stage.source_path
+        package = join_path(self.prefix.share.mpiddp.python, "mpiddp_tools")
+        mkdirp(package)
+        for name in sorted(os.listdir(join_path(source, "python", "mpiddp_tools"))):
+            if name.endswith(".py"):
+                install(join_path(source, "python", "mpiddp_tools", name), package)
+        mkdirp(self.prefix.share.mpiddp.scripts)
+        for tool in self.tools:
+            install(join_path(source, "scripts", tool), self.prefix.share.mpiddp.scripts)
+
     def setup_run_environment(self, env):
         env.set("MPIDDP_SCRIPTS", self.prefix.share.mpiddp.scripts)
 
-    sanity_check_is_file = [join_path("bin", "mpiddp")]
+    sanity_check_is_file = [join_path("bin", "mpiddp"),
+                            join_path("share", "mpiddp", "python", "mpiddp_tools", "__init__.py")]
     sanity_check_is_dir = [join_path("share", "mpiddp", "inputs")]
 
     # ---- smoke tests: spack test run mpiddp ----

@@ -2,7 +2,8 @@
 # Packs what a GPU machine without Debian's MPI/HDF5/Boost stack needs to run
 # scripts/gpu-check.sh: the CUDA build's binaries (mpiddp, gpu_tests, mpi_tests),
 # every shared library they load except the C library's and CUDA's, Open MPI's
-# runtime (mpirun, orted, components, PMIx) and the Fashion-MNIST files.
+# runtime (mpirun, orted, components, PMIx), the Fashion-MNIST files and the
+# Python tools (python/mpiddp_tools, the GPU check's runner among them).
 #   usage: scripts/gpu-bundle.sh [BUILD_DIR]             -> gpu-bundle.tar.xz (ignored by git)
 #          scripts/gpu-bundle.sh --dir DIR [BUILD_DIR]   -> the same, unpacked in DIR, no archive
 # BUILD_DIR defaults to the repository's build; DIR and BUILD_DIR are relative to
@@ -71,6 +72,10 @@ mkdir -p "$out/ompi/share"
 cp -a /usr/share/openmpi "$out/ompi/share/"
 if [ -d /usr/share/pmix ]; then cp -a /usr/share/pmix "$out/ompi/share/"; fi
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/data/"
+# The Python tools as in this checkout, without compiled caches.
+mkdir -p "$out/python"
+cp -a python/mpiddp_tools "$out/python/"
+rm -rf "$out/python/mpiddp_tools/__pycache__"
 
 # No file of the C library, wherever it hides (a component's own dependencies too).
 while read -r file; do

@@ -2,25 +2,28 @@
 
 usage: compare_layers.py CASES.h5 SCRIPTS_DIR
 
-For each case: the torch.nn.Sequential of its layer list (scripts/torch_layers.py)
-gets mpiddp's parameters, buffers and num_batches_tracked (load_state_dict,
-strict), runs forward in the case's mode and backward with the case's dy; the
-output, the input gradient, every parameter gradient and, after the step, the
-running statistics and num_batches_tracked must equal mpiddp's to float rounding:
-max |mpiddp - torch| <= 2e-5 x max |torch| per array (counters exactly). A bias
-right before a BatchNorm in training has a gradient of exactly 0 in theory, and
-both sides' rounding noise: parameter gradients are measured against at least a
-tenth of the case's largest gradient. Prints
-one line per case ("ok: ..." or "FAIL: ..."), exit 1 if any failed.
+SCRIPTS_DIR is the checkout's scripts/; the tools' package is next to it
+(python/mpiddp_tools). For each case: the torch.nn.Sequential of its layer list
+(python/mpiddp_tools/torch_layers.py) gets mpiddp's parameters, buffers and
+num_batches_tracked (load_state_dict, strict), runs forward in the case's mode
+and backward with the case's dy; the output, the input gradient, every parameter
+gradient and, after the step, the running statistics and num_batches_tracked
+must equal mpiddp's to float rounding: max |mpiddp - torch| <= 2e-5 x max
+|torch| per array (counters exactly). A bias right before a BatchNorm in
+training has a gradient of exactly 0 in theory, and both sides' rounding noise:
+parameter gradients are measured against at least a tenth of the case's largest
+gradient. Prints one line per case ("ok: ..." or "FAIL: ..."), exit 1 if any
+failed.
 """
+import os
 import sys
 
 import h5py
 import numpy as np
 import torch
 
-sys.path.insert(0, sys.argv[2])
-import torch_layers  # noqa: E402
+sys.path.insert(0, os.path.join(sys.argv[2], os.pardir, "python"))
+from mpiddp_tools import torch_layers  # noqa: E402
 
 TOLERANCE = 2e-5
 

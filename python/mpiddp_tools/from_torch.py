@@ -1,0 +1,170 @@
+"""Writes PyTorch weights as an HDF5 file that `model.init` reads.
+
+usage: scripts/from-torch IN.pt OUT.h5 [--force] [--trust-pickle]
+
+IN.pt is a state_dict (torch.save(model.state_dict(), ...)). OUT.h5 gets the
+layout of an mpiddp checkpoint's weights: /params/<name> (float32, PyTorch's
+shapes: Linear weight out x in) and /buffers/<name> for BatchNorm's buffers
+(running_mean and running_var float32, num_batches_tracked an int64 scalar), for
+a model.layers model with the same layers. Names of a plain torch.nn.Sequential
+("0.weight") become mpiddp's ("layers.0.weight"); names that already start with
+"layers." are kept. Whether the weights fit the model is checked by the trainer
+(names both ways, shapes) when it reads model.init.
+
+IN.pt is loaded with torch.load(weights_only=True): tensors and plain containers
+only, so a crafted file cannot run code while it is read. A whole saved module
+(torch.save(model, ...)) needs Python's full unpickler, which runs whatever the
+file says: save model.state_dict() instead, or pass --trust-pickle for a file you
+trust. bfloat16, float16 and float64 tensors are converted to float32 (a note
+says so); sparse, quantized, complex and integer parameters are refused.
+
+OUT.h5 is written to a temporary file next to it and renamed into place; an
+existing OUT.h5 is refused unless --force, and IN.pt is never written over.
+
+Needs h5py and torch (Debian: python3-h5py python3-torch; run with /usr/bin/python3
+where python3 is another Python).
+"""
+import inspect
+import pickle
+import sys
+
+from .cli import parser_from_doc
+from .errors import die, need, note, one_line, set_program
+from .files import refuse_existing, refuse_input, write_atomically
+
+# What a state_dict holds besides parameters (BatchNorm's running statistics).
+BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def load(torch, path, trust_pickle):
+    """The object in a .pt file: tensors and plain containers only, unless trust_pickle."""
+    if not trust_pickle and "weights_only" not in inspect.signature(torch.load).parameters:
+        die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
+    try:
+        if trust_pickle:
+            return torch.load(path, map_location="cpu")
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as e:
+        die(f"{path}: cannot read ({e.strerror or one_line(e)})")
+    except pickle.UnpicklingError as e:
+        text = one_line(e)
+        reason = text.split("WeightsUnpickler error:", 1)[1].strip() if "WeightsUnpickler error:" in text else text
+        if "qtensor" in reason:
+            die(f"{path}: holds quantized tensors ({reason}); save them dequantized (tensor.dequantize())")
+        if "class" in reason.lower() or "global" in reason.lower():
+            die(f"{path}: refused: it unpickles Python objects ({reason}), which can run code; from-torch reads "
+                f"tensors only: save model.state_dict() instead, or pass --trust-pickle for a file you trust")
+        die(f"{path}: not a PyTorch file ({reason})")
+    except Exception as e:  # torch raises many kinds for a file that is not its own
+        text = f"{type(e).__name__}: {' '.join(str(e).split())}" if str(e).strip() else type(e).__name__
+        die(f"{path}: not a PyTorch file ({text})")
+
+
+def kind_of(value):
+    """'an int', 'a list': the type of a value, for a message."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def split_state(torch, obj, path):
+    """(params, buffers): name -> tensor, from a state_dict or (trusted) a saved module."""
+    if isinstance(obj, torch.nn.Module):
+        return dict(obj.named_parameters()), dict(obj.named_buffers())
+    if not isinstance(obj, dict):
+        die(f"{path}: holds {kind_of(obj)}, not a state_dict (names -> tensors)")
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            die(f"{path}: key {key!r} is {kind_of(key)}, not a name")
+        if not isinstance(value, torch.Tensor):
+            hint = " (a training checkpoint? save the model's state_dict alone)" if isinstance(value, dict) else ""
+            die(f"{path}: '{key}' is {kind_of(value)}, not a tensor{hint}")
+    params = {k: v for k, v in obj.items() if not k.endswith(BUFFER_SUFFIXES)}
+    buffers = {k: v for k, v in obj.items() if k.endswith(BUFFER_SUFFIXES)}
+    return params, buffers
+
+
+def mpiddp_name(name):
+    return name if name.startswith("layers.") else "layers." + name
+
+
+def check_names(path, params, buffers):
+    """HDF5 names that can be written, and no two keys that become one."""
+    seen = {}
+    for group, tensors in (("params", params), ("buffers", buffers)):
+        for key in tensors:
+            if "/" in key or "\0" in key:
+                die(f"{path}: '{key}': a name with '/' or a NUL character cannot be an HDF5 dataset name")
+            name = mpiddp_name(key)
+            if name in seen:
+                die(f"{path}: '{seen[name]}' and '{key}' both become {name}")
+            seen[name] = key
+
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def as_array(torch, np, path, key, tensor, counter, converted):
+    """A tensor's values as a float32 (or, for a counter, int64) numpy array; refuses what is not weights."""
+    if tensor.layout != torch.strided:
+        die(f"{path}: '{key}' is a sparse tensor ({tensor.layout}); save it dense (tensor.to_dense())")
+    if tensor.is_quantized:
+        die(f"{path}: '{key}' is a quantized tensor ({tensor.dtype}); save it dequantized (tensor.dequantize())")
+    if tensor.is_meta:
+        die(f"{path}: '{key}' is a meta tensor: it holds no values")
+    dtype = str(tensor.dtype).replace("torch.", "")
+    tensor = tensor.detach().cpu()
+    if counter:
+        if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+            die(f"{path}: '{key}' is {dtype}; a BatchNorm counter is an integer")
+        return tensor.numpy().astype("int64")
+    if dtype not in FLOATS:
+        die(f"{path}: '{key}' is {dtype}, not a floating-point tensor")
+    if dtype != "float32":
+        converted.setdefault(dtype, []).append(key)
+    values = tensor.float().numpy() if dtype == "bfloat16" else tensor.numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = values.astype("float32")
+    if dtype == "float64" and np.any(np.isinf(result) & np.isfinite(values)):
+        die(f"{path}: '{key}': float64 values beyond float32's range")
+    return result
+
+
+def main(argv=None):
+    set_program("from-torch")
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # file names that are not UTF-8
+    parser = parser_from_doc(__doc__)
+    parser.add_argument("input", help="a PyTorch state_dict (.pt)")
+    parser.add_argument("out", help="the HDF5 file to write (for model.init)")
+    parser.add_argument("--force", action="store_true", help="replace OUT.h5 if it exists (never the input)")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="load with Python's full unpickler (a whole saved module); runs the file's code")
+    args = parser.parse_args(argv)
+    refuse_input(args.out, args.input)
+    refuse_existing(args.out, args.force)
+    h5py, torch = need("h5py"), need("torch")
+    np = need("numpy")
+    params, buffers = split_state(torch, load(torch, args.input, args.trust_pickle), args.input)
+    if not params:
+        die(f"{args.input}: no parameters")
+    check_names(args.input, params, buffers)
+    converted = {}
+    arrays = {group: {mpiddp_name(key): as_array(torch, np, args.input, key, tensor,
+                                                 key.endswith("num_batches_tracked"), converted)
+                      for key, tensor in tensors.items()}
+              for group, tensors in (("params", params), ("buffers", buffers))}
+    for dtype, keys in sorted(converted.items()):
+        verb = "rounded" if dtype == "float64" else "converted"
+        note(f"{len(keys)} {dtype} tensor(s) {verb} to float32 (e.g. '{keys[0]}')")
+
+    def write(temp):
+        with h5py.File(temp, "w") as f:
+            f.attrs["written_by"] = "mpiddp scripts/from-torch"
+            for group, named in arrays.items():
+                g = f.create_group(group)
+                for name, values in named.items():
+                    g.create_dataset(name, data=values)
+
+    write_atomically([(args.out, write)])
+    print(f"wrote {args.out}: {len(params)} parameter(s), {len(buffers)} buffer(s)")
+

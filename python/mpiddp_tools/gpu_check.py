@@ -1,0 +1,714 @@
+"""The GPU check: one call on a machine with a GPU answers everything in one table.
+
+usage: scripts/gpu-check [OUTDIR]      (scripts/gpu-check.sh [OUTDIR] runs the same)
+
+OUTDIR (default: $OUT if set, else /tmp/gpu-check; relative to the repository
+root) receives table.txt and every step's log (logs/NAME.log; when OUTDIR is
+$OUT, whose files come back at most 8 at a time, the logs are packed into
+logs.tar.gz). The table is printed last; each row is PASS, FAIL or SKIP with its
+reason:
+  gpu_ops, gpu_ddp_2ranks   the gpu tests: CUDA ops against the CPU, finite differences, NCCL; DDP, 2 ranks, 1 GPU
+  matmul_bf16               bench matmul: the measured bf16 peak the MLP rows are compared with
+  big_mlp_nccl, _staged     bench mlp, 4 layers of 4096, batch 4096, bf16: samples/s, TFLOP/s, share of the
+  small_mlp                 matmul peak, exposed communication (--comm both); 784-256-128-10, batch 64, fp32
+  fmnist_w1_nccl_{fp32,tf32,bf16}, fmnist_w2_shared_mpi
+                            Fashion-MNIST MLP, 15 epochs: world 1 over NCCL, world 2 sharing one GPU over MPI
+  zero_w2_shared_bf16       ddp.zero_stage 1 against 0, 2 ranks sharing the GPU over MPI, bf16: a model sized
+                            from the free memory (behind a PyTorch ballast) that stage 0 cannot hold and stage 1 trains
+  cnn_fmnist_{fp32,bf16}    a small CNN (conv/BatchNorm/ReLU/max-pool/linear) on Fashion-MNIST, 300 steps: the
+                            loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
+  big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
+                            The CNN rows SKIP, with the reason, when this process finds no cuDNN.
+  gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
+  sanitizer_memcheck, sanitizer_racecheck
+                            a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU)
+cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB) from mpiddp's library path: the
+toolkit's folders and PyTorch's wheels (site-packages/nvidia/cudnn/lib) as above, and /usr/lib/x86_64-linux-gnu;
+the table names the one mpiddp opened.
+Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
+./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
+Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
+Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 420 s); about 5 minutes
+on an H200 are expected.
+Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
+version) is missing; 77 when there is no usable GPU.
+GPU_CHECK_DRY_RUN=1 checks the runner itself on a machine without a GPU (CI does, with the system's MPI,
+HDF5 and BLAS hidden: tests/integration/test_gpu_check_dry_run.sh): the same steps on the CPU, fp32 over
+MPI, short runs and a small MLP; the steps that need a GPU SKIP with the reason.
+The runner needs only the Python standard library; python3 on PATH is asked for PyTorch's CUDA libraries
+and runs the ZeRO row's ballast (PyTorch), as the GPU machine's python3 has them.
+"""
+import glob
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from .errors import one_line
+from .runs import read_records, read_summary
+
+# The CUDA libraries mpiddp links; without one it cannot start.
+REQUIRED = ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2")
+NO_SHARDS = "no shards (prepare_fmnist did not pass)"
+# PyTorch's wheels' CUDA libraries, as python3 finds them (site-packages/nvidia/*/lib).
+FIND_NVIDIA = """import glob, os, nvidia
+for root in list(nvidia.__path__): print("\\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))"""
+NVIDIA_IN_VENVS = ("/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib",
+                   "/usr/local/lib/python3*/dist-packages/nvidia/*/lib")
+# Fills the GPU but for sys.argv[1] GiB, says so in sys.argv[2], and holds it.
+BALLAST = """
+import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+keep = int(float(sys.argv[1]) * 2**30)
+ballast = torch.empty(max(0, free - keep), dtype=torch.uint8, device="cuda")
+open(sys.argv[2], "w").write("ready")
+time.sleep(900)"""
+# A VGG-style CNN: convolutions are most of its FLOPs (counted from the geometry by bench mlp).
+BIG_CNN = ["--input-shape", "3,64,64", "--outputs", "100", "--batch", "256", "--steps", "20", "--layers",
+           "conv2d(64,3,padding=1) batchnorm2d relu\n"
+           "  conv2d(128,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(256,3,padding=1) batchnorm2d relu\n"
+           "  conv2d(256,3,padding=1) batchnorm2d relu maxpool2d(2) "
+           "conv2d(512,3,padding=1) batchnorm2d relu maxpool2d(2)\n"
+           "  flatten linear(512) relu linear"]
+SMALL_CNN = ("conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2)\n"
+             "    conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(64) relu linear")
+
+
+def lines_of(path):
+    """A file's lines as grep sees them; [] when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
+
+
+def first(lines, pattern, flags=0):
+    """The first line that PATTERN matches (re.search), or ""."""
+    return next((line for line in lines if re.search(pattern, line, flags)), "")
+
+
+def output(command, env=None):
+    """A command's standard output, its errors thrown away; "" when it cannot run."""
+    try:
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                              stdin=subprocess.DEVNULL, text=True, errors="replace").stdout
+    except OSError:
+        return ""
+
+
+def executable(path):
+    return os.access(path, os.X_OK)
+
+
+def write_wrapper(path, environment, program, arguments=()):
+    """PATH runs PROGRAM ARGUMENTS... "$@" under `env ENVIRONMENT...` (VAR=value words)."""
+    words = " ".join(shlex.quote(word) for word in [*environment, program, *arguments])
+    with open(path, "w") as f:
+        f.write(f'#!/usr/bin/env bash\nexec env {words} "$@"\n')
+    os.chmod(path, 0o755)
+
+
+def cuda_dirs():
+    """The folders of CUDA's libraries: the toolkit's, then those of PyTorch's wheels (site-packages/nvidia/*/lib:
+    cu13/lib holds cudart and cuBLAS, nccl/lib NCCL) as python3 finds them, or in the usual virtual environments."""
+    dirs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib") if os.path.isdir(d)]
+    try:
+        found = subprocess.run(["python3", "-c", FIND_NVIDIA], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL, text=True, errors="replace")
+        wheels = found.stdout.split("\n") if found.returncode == 0 else None
+    except OSError:
+        wheels = None
+    if wheels is None:
+        wheels = [path for pattern in NVIDIA_IN_VENVS for path in glob.glob(pattern)]
+    return dirs + [d for d in sorted(set(wheels)) if d]
+
+
+def bench_detail(log, peak):
+    """(ok, text) of a bench mlp log: samples/s, TFLOP/s and share of the matmul PEAK (text; "" for none) of the
+    first mode, and the exposed communication."""
+    text = "\n".join(lines_of(log))
+    modes = re.findall(r"^(with all-reduce|no communication)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", text, re.M)
+    if not modes:
+        return False, "no timing rows in the output"
+    try:
+        peak = float(peak) if peak else 0.0
+        ms, rate, tflops = float(modes[0][1]), float(modes[0][2]), float(modes[0][3])
+    except ValueError as e:
+        return False, one_line(e)
+    share = f"{100 * tflops / peak:.0f}% of matmul peak" if peak else "no matmul peak"
+    exposed = re.search(r"exposed communication: ([\d.]+)%", text)
+    return True, (f"{rate:.0f} samples/s, {ms:.2f} ms/step, {tflops:.1f} TFLOP/s = {share}"
+                  + (f", exposed comm {exposed.group(1)}%" if exposed else ""))
+
+
+def fmnist_detail(summary_path, floor):
+    """(ok, text) of a Fashion-MNIST run: its accuracy against FLOOR; text None without a usable summary."""
+    s = read_summary(summary_path)
+    try:
+        acc = s.get("test_accuracy", 0.0)
+        text = (f"accuracy {acc:.4f} (floor {floor}), {s['train_samples_per_s']:.0f} samples/s, {s['wall_s']:.1f} s, "
+                f"{s['epochs']} epochs")
+    except (KeyError, TypeError, ValueError):
+        return False, None
+    return acc >= floor, text
+
+
+def zero_detail(summary_path, params):
+    """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below stage 0's 16 bytes per parameter."""
+    s = read_summary(summary_path)
+    try:
+        peak = s["peak_device_bytes"]
+        text = (f"stage 0 out of memory, stage 1 trained: peak device {peak / 2**30:.2f} GiB/rank "
+                f"(stage 0 would hold {16 * params / 2**30:.2f}), state "
+                f"{s['optimizer_state_bytes_per_rank'] / 2**30:.2f} GiB/rank, {s['train_samples_per_s']:.0f} samples/s")
+        return 0 < peak < 16 * params, text
+    except (KeyError, TypeError, ValueError):
+        return False, None
+
+
+def cnn_detail(run_dir):
+    """(ok, text) of a CNN run: its logged training loss fell well below chance (ln 10 = 2.30) and ended below where
+    it started."""
+    try:
+        losses = [r["loss"] for r in read_records(os.path.join(run_dir, "metrics.jsonl")) if r.get("type") == "train"]
+    except (OSError, KeyError, ValueError):
+        return False, None
+    if len(losses) < 2:
+        return False, f"only {len(losses)} logged losses"
+    s = read_summary(os.path.join(run_dir, "summary.json"))
+    try:
+        text = (f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {s['steps']} steps, "
+                f"{s['train_samples_per_s']:.0f} samples/s")
+        return losses[-1] < losses[0] and losses[-1] < 1.0, text
+    except (KeyError, TypeError, ValueError):
+        return False, None
+
+
+def model_size(free_mib):
+    """(parameters, hidden width) of the ZeRO row's MLP 784-H-H-10 from the GPU's free MiB, both "" when the
+    number is not one. P = usable / 28 bytes: usable = free - 1 GiB per rank (context, workspaces, activations);
+    per rank stage 0 holds 16 bytes per parameter (1.14 x usable), stage 1 12 (0.86 x)."""
+    try:
+        params = int(max(0.0, (float(free_mib) - 2 * 1024) * 2**20 / 28))
+    except (ValueError, OverflowError):
+        return "", ""
+    return params, int((-794 + math.sqrt(794**2 + 4 * params)) / 2)
+
+
+class Check:
+    """The table, its rows and the steps' bookkeeping: after run_step, rc (an exit status, or "budget" when too
+    little of the time budget was left to start the step) and secs (its whole seconds) describe the step."""
+
+    def __init__(self, out, budget_s):
+        self.start = time.monotonic()
+        self.out, self.logs, self.table = out, os.path.join(out, "logs"), os.path.join(out, "table.txt")
+        self.deadline = self.seconds() + budget_s
+        self.rc, self.secs, self.failed = 0, 0, 0
+
+    def seconds(self):
+        """Whole seconds since the check began (bash's SECONDS)."""
+        return int(time.monotonic() - self.start)
+
+    def log(self, name):
+        return os.path.join(self.logs, f"{name}.log")
+
+    def add(self, text):
+        with open(self.table, "a") as f:
+            f.write(text + "\n")
+
+    def stop(self, message, code):
+        """MESSAGE into the table and on stderr, then exit CODE."""
+        self.add(message)
+        print(message, file=sys.stderr)
+        sys.exit(code)
+
+    def die(self, message):
+        self.stop(f"gpu-check: error: {message}", 2)
+
+    def row(self, name, verdict, detail):
+        self.add(f"{name:<22} {verdict:<4} {self.secs:>5}  {detail}")
+        if verdict == "FAIL":
+            self.failed = 1
+
+    def skip(self, name, detail):
+        """A SKIP row for a step that did not run (0 s)."""
+        self.secs = 0
+        self.row(name, "SKIP", detail)
+
+    def run_step(self, name, limit, command, env=None):
+        """COMMAND under `timeout`, within the budget (the limit shrinks to what is left), its output in NAME's log."""
+        left, start = self.deadline - self.seconds() - 5, self.seconds()
+        self.secs, self.rc = 0, 0
+        if left < 15:
+            self.rc = "budget"
+            with open(self.log(name), "w") as f:
+                f.write("gpu-check: not started: the time budget is spent\n")
+            return
+        limit = min(limit, left)
+        with open(self.log(name), "w") as f:
+            try:
+                self.rc = subprocess.run(["timeout", "-k", "10", str(limit), *command], stdout=f,
+                                         stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {}))).returncode
+            except OSError as e:
+                f.write(f"gpu-check: cannot run timeout: {e.strerror}\n")
+                self.rc = 127
+        if self.rc < 0:
+            self.rc = 128 - self.rc  # killed by signal N: the shell's 128 + N
+        self.secs = self.seconds() - start
+        if self.rc in (124, 137):
+            with open(self.log(name), "a") as f:
+                f.write(f"gpu-check: stopped after {limit} s\n")
+
+    def why(self, name):
+        """Why a step failed, in one line: its error line, else its last line."""
+        lines = lines_of(self.log(name))
+        line = first(lines, r"^(mpiddp[a-z ]*: error:|FAIL:|gpu-check:)") or \
+            next((line for line in reversed(lines) if line.strip()), "")
+        return line[:150]
+
+    def verdict(self, name, detail):
+        """The row for the usual outcomes; DETAIL is the PASS text."""
+        if self.rc == 0:
+            self.row(name, "PASS", detail)
+        elif self.rc == 77:
+            skipped = re.search(r"SKIPPED: .*", first(lines_of(self.log(name)), r"SKIPPED: "))
+            self.row(name, "SKIP", skipped.group(0)[9:160] if skipped else "")
+        elif self.rc == "budget":
+            self.row(name, "SKIP", "time budget (GPU_CHECK_BUDGET_S) spent")
+        elif self.rc in (124, 137):
+            self.row(name, "FAIL", f"timed out: {self.why(name)}")
+        else:
+            self.row(name, "FAIL", f"exit {self.rc}: {self.why(name)}")
+
+
+class GpuCheck(Check):
+    def __init__(self, src, out, scratch, background):
+        open(os.path.join(out, "table.txt"), "w").close()
+        budget = os.environ.get("GPU_CHECK_BUDGET_S") or "420"
+        super().__init__(out, int(budget) if budget.strip().isdigit() else 0)
+        if not budget.strip().isdigit():
+            self.die(f"GPU_CHECK_BUDGET_S={budget}: not a whole number of seconds")
+        self.src, self.scratch, self.background = src, scratch, background
+        self.dry = bool(os.environ.get("GPU_CHECK_DRY_RUN"))
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                          OMPI_MCA_rmaps_base_oversubscribe="1")
+
+    def run(self):
+        os.makedirs(os.path.join(self.scratch, "bin"))
+        self.binaries()
+        self.machine()
+        self.add(f"\n{'STEP':<22} {'':<4} {'SEC':>5}  RESULT")
+        self.gpu_tests()
+        self.benchmarks()
+        self.fashion_mnist()
+        self.zero_row()
+        self.cnn("cnn_fmnist_fp32", "fp32")
+        self.cnn("cnn_fmnist_bf16", self.bf16)
+        self.gpu_training()
+        self.sanitizers()
+        return self.finish()
+
+    # ---- the binaries, and the libraries only they see ----
+    def binaries(self):
+        host_ld = os.environ.get("LD_LIBRARY_PATH", "")
+        bundle = os.environ.get("GPU_BUNDLE", "")
+        if not bundle and os.path.isfile("gpu-bundle.tar.xz"):
+            bundle = os.path.join(self.src, "gpu-bundle.tar.xz")
+        if bundle:
+            if os.path.isfile(bundle):
+                if subprocess.call(["tar", "-xJf", bundle, "-C", self.scratch]) != 0:
+                    self.die(f"cannot unpack {bundle}")
+                bundle = os.path.join(self.scratch, "gpu-bundle")
+            bundle = os.path.abspath(bundle) if os.path.isdir(bundle) else bundle
+            if not executable(os.path.join(bundle, "bin", "mpiddp")):
+                self.die(f"{bundle} is not a bundle from scripts/gpu-bundle.sh (no bin/mpiddp)")
+            self.bin = self.tests = os.path.join(bundle, "bin")
+            self.fmnist_src = os.path.join(bundle, "data")
+            ompi = os.path.join(bundle, "ompi")
+            lib_path = f"{bundle}/lib:{bundle}/ompi/lib/x86_64-linux-gnu/openmpi/lib"
+        else:
+            build = os.environ.get("BUILD_DIR") or "build"
+            if not os.path.isdir(build):
+                self.die(f"no build folder {build} (and no gpu-bundle.tar.xz)")
+            self.bin = os.path.abspath(build)
+            self.tests = os.path.join(self.bin, "tests")
+            self.fmnist_src = os.environ.get("FMNIST_DIR") or "/usr/share/datasets/fashion-mnist"
+            ompi, lib_path = "", ""
+        self.bundle = bundle
+        if not executable(os.path.join(self.bin, "mpiddp")):
+            self.die(f"{self.bin}/mpiddp not found")
+        found = cuda_dirs()
+        for d in found:
+            lib_path = f"{lib_path}:{d}" if lib_path else d
+        # cuDNN: mpiddp opens libcudnn.so.9 from the first folder on its path that holds it (the order above: the
+        # bundle's libraries stay first); the system's folder is added last, in case the loader's cache lacks it.
+        cudnn_dir = next((d for d in [*found, "/usr/lib/x86_64-linux-gnu"]
+                          if os.path.exists(os.path.join(d, "libcudnn.so.9"))), "")
+        if cudnn_dir and f":{cudnn_dir}:" not in f":{lib_path}:":
+            lib_path = f"{lib_path}:{cudnn_dir}" if lib_path else cudnn_dir
+        self.lib_path = lib_path
+        self.mpiddp_ld = lib_path + (f":{host_ld}" if host_ld else "")
+
+        # Wrappers in scratch/bin run each program with mpiddp's library path.
+        wrappers = os.path.join(self.scratch, "bin")
+        ld = f"LD_LIBRARY_PATH={self.mpiddp_ld}"
+        write_wrapper(os.path.join(wrappers, "mpiddp"), [ld], os.path.join(self.bin, "mpiddp"))
+        for test in ("gpu_tests", "mpi_tests"):
+            if executable(os.path.join(self.tests, test)):
+                write_wrapper(os.path.join(wrappers, test), [ld], os.path.join(self.tests, test))
+        if ompi:
+            # The bundled Open MPI under OPAL_PREFIX, its PMIx's components under PMIX_PKGLIBDIR (PMIx ignores
+            # PMIX_INSTALL_PREFIX and mca_base_component_path for them). Its site defaults (the host's
+            # /etc/openmpi, which a bare machine lacks) are given here instead, as Debian sets them: no UCX,
+            # libfabric (ofi) or InfiniBand components.
+            pmix = f"{ompi}/lib/x86_64-linux-gnu/pmix2"
+            ompi_env = [f"OPAL_PREFIX={ompi}", f"PMIX_INSTALL_PREFIX={pmix}", f"PMIX_PKGLIBDIR={pmix}/lib/pmix",
+                        "OMPI_MCA_pml=^ucx", "OMPI_MCA_btl=^uct,openib,ofi", "OMPI_MCA_mtl=^ofi",
+                        "OMPI_MCA_osc=^ucx,pt2pt", "OMPI_MCA_btl_base_warn_component_unused=0"]
+            mpirun = f"{ompi}/bin/orterun"
+        else:
+            ompi_env, mpirun = [], shutil.which("mpirun")
+            if not mpirun:
+                self.die("no mpirun on PATH (and no bundle)")
+        # The ranks get the host's library path back (-x): mpiddp's wrapper sets its own,
+        # and anything else mpirun starts (compute-sanitizer) must not see the bundle's.
+        write_wrapper(os.path.join(wrappers, "mpirun"), [ld, *ompi_env], mpirun, ["-x", f"LD_LIBRARY_PATH={host_ld}"])
+        self.mpiddp, self.mpirun = os.path.join(wrappers, "mpiddp"), os.path.join(wrappers, "mpirun")
+
+    # ---- what the machine has; stop at once when something required is missing ----
+    def machine(self):
+        host = os.environ["HOSTNAME"] if "HOSTNAME" in os.environ else socket.gethostname()
+        self.add(f"gpu-check {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {host or '?'}"
+                 + (" (DRY RUN: CPU numbers, no GPU)" if self.dry else ""))
+        self.add(f"binaries: {self.bundle or self.bin}")
+        gpus = output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+        self.add("\n".join(f"GPU: {gpus.rstrip(chr(10)) or 'none (nvidia-smi found nothing)'}".split("\n")[:2]))
+        binary, ldd_log = os.path.join(self.bin, "mpiddp"), self.log("ldd")
+        env = dict(os.environ, LD_LIBRARY_PATH=self.mpiddp_ld)
+        with open(ldd_log, "w") as f:
+            subprocess.call(["ldd", binary], stdout=f, stderr=subprocess.STDOUT, env=env)
+        ldd = lines_of(ldd_log)
+        for lib in REQUIRED:
+            if first(ldd, rf"^\s*{re.escape(lib)} => not found"):
+                self.die(f"required CUDA library {lib} not found (searched: {self.lib_path or 'nothing'}, "
+                         f"the host's LD_LIBRARY_PATH and ld.so.cache)")
+        missing = first(ldd, "=> not found")
+        if missing:
+            self.die(f"library {missing.split()[0]} not found for mpiddp (see {ldd_log})")
+        # A library older than the build's lacks some of the functions mpiddp itself calls.
+        checked = subprocess.run(["ldd", "-r", binary], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                 text=True, errors="replace").stdout
+        unresolved = [line for line in checked.split("\n") if f"({binary})" in line]
+        old = first(unresolved, r"undefined symbol: (cuda|cublas|nccl)")
+        if old:
+            self.die(f"a CUDA library is older than the one mpiddp was built with: {old.replace(chr(9), ' ')}")
+        for line in ldd:
+            if re.search(r"lib(cudart|cublas|cublasLt|nccl)\.so", line):
+                fields = line.split()
+                self.add(f"  {fields[0]} -> {fields[2] if len(fields) > 2 else ''}")
+        with open(self.log("devices"), "w") as f:
+            subprocess.call([self.mpiddp, "inspect", "devices"], stdout=f, stderr=subprocess.STDOUT)
+        devices = lines_of(self.log("devices"))
+        # "cuDNN yes: 9.x (file)" or "cuDNN no - why": the CNN rows run or SKIP with the reason.
+        cudnn = first(devices, r"^cuDNN")
+        self.add(f"  {cudnn or 'cuDNN: not reported (a build without CUDA)'}")
+        if cudnn.startswith("cuDNN yes") or self.dry:  # the dry run trains the CNNs on the CPU
+            self.no_cudnn = ""
+        elif cudnn.startswith("cuDNN no - "):
+            self.no_cudnn = f"no cuDNN: {cudnn[len('cuDNN no - '):]}"
+        else:
+            self.no_cudnn = "no cuDNN: this build has no CUDA"
+        if not self.dry and not first(devices, r"^usable GPUs: [1-9]"):
+            usable = "\n".join(line for line in devices if "usable GPUs" in line) or (devices[-1] if devices else "")
+            self.stop(f"gpu-check: no usable GPU: {usable}", 77)
+        # The devices and precisions of the steps: the dry run's are the CPU's.
+        self.dev, self.nccl, self.bf16, self.tf32 = ("cpu", "mpi", "fp32", "fp32") if self.dry else \
+            ("cuda", "nccl", "bf16", "tf32")
+        self.data = os.path.join(self.scratch, "fmnist")
+
+    # ---- the gpu tests ----
+    def gpu_tests(self):
+        wrappers = os.path.join(self.scratch, "bin")
+        if not executable(os.path.join(wrappers, "gpu_tests")):
+            self.skip("gpu_ops", "this build has no gpu_tests (built without CUDA)")
+            self.row("gpu_ddp_2ranks", "SKIP", "the same")
+            return
+        passed = r"All tests passed|test cases"
+        cuda = {"MPIDDP_TEST_DEVICE": "cuda"}
+        self.run_step("gpu_ops", 150, [self.mpirun, "-n", "1", os.path.join(wrappers, "gpu_tests")], cuda)
+        self.verdict("gpu_ops", first(lines_of(self.log("gpu_ops")), passed))
+        self.run_step("gpu_ddp_2ranks", 120, [self.mpirun, "-n", "2", os.path.join(wrappers, "mpi_tests"), "[ddp]"],
+                      cuda)
+        self.verdict("gpu_ddp_2ranks", first(lines_of(self.log("gpu_ddp_2ranks")), passed))
+
+    # ---- benchmarks ----
+    def bench_row(self, name, peak=None):
+        """The row of a bench mlp step: samples/s, TFLOP/s and share of the matmul PEAK (default: the bf16 one
+        measured; "" for none) of the first mode, and the exposed communication."""
+        if self.rc != 0:
+            return self.verdict(name, "")
+        ok, detail = bench_detail(self.log(name), self.peak if peak is None else peak)
+        if not ok:
+            return self.row(name, "FAIL", f"exit 0 but {detail}")
+        self.verdict(name, detail)
+
+    def benchmarks(self):
+        big = ["--inputs", "4096", "--hidden", "4096,4096,4096", "--outputs", "4096", "--batch", "4096",
+               "--steps", "50"]
+        small = ["--batch", "64", "--steps", "500"]
+        big_cnn = BIG_CNN
+        if self.dry:
+            big = ["--inputs", "256", "--hidden", "256,256,256", "--outputs", "256", "--batch", "256", "--steps", "20"]
+            small = ["--batch", "64", "--steps", "100"]
+            big_cnn = ["--input-shape", "3,16,16", "--outputs", "10", "--batch", "16", "--steps", "3", "--warmup", "1",
+                       "--layers", "conv2d(8,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear"]
+        self.run_step("matmul_bf16", 60, [self.mpiddp, "bench", "matmul", "--precision", "bf16", "--size", "8192",
+                                          "--seconds", "2"])
+        peaks = re.findall(r"[0-9.]* TFLOP/s", "\n".join(lines_of(self.log("matmul_bf16"))))
+        self.peak = peaks[0].split()[0] if peaks else ""
+        if self.dry and self.rc == 2:
+            self.row("matmul_bf16", "SKIP", f"dry run: {self.why('matmul_bf16')}")
+        else:
+            self.verdict("matmul_bf16", first(lines_of(self.log("matmul_bf16")), r"^matmul"))
+        mlp = [self.mpirun, "-n", "1", self.mpiddp, "bench", "mlp", "--device", self.dev]
+        self.run_step("big_mlp_nccl", 90, [*mlp, "--precision", self.bf16, *big, "--backend", self.nccl,
+                                           "--comm", "both"])
+        self.bench_row("big_mlp_nccl")
+        self.run_step("big_mlp_staged", 90, [*mlp, "--precision", self.bf16, *big, "--backend", self.nccl,
+                                             "--comm", "on", "--data", "staged"])
+        self.bench_row("big_mlp_staged")
+        self.run_step("small_mlp", 60, [*mlp, *small, "--comm", "both"])
+        self.bench_row("small_mlp")
+        if self.no_cudnn:
+            return self.skip("big_cnn_tf32", self.no_cudnn)
+        self.run_step("big_cnn_tf32", 90, [*mlp, "--precision", self.tf32, *big_cnn, "--comm", "none"])
+        # No peak to compare with: the matmul peak is bf16's, these convolutions run in TF32.
+        self.bench_row("big_cnn_tf32", "")
+
+    # ---- Fashion-MNIST ----
+    def train(self, name, ranks, backend, arguments, limit=120, env=None):
+        """mpiddp train on the Fashion-MNIST shards, into scratch/NAME."""
+        self.run_step(name, limit, [self.mpirun, "-n", str(ranks), self.mpiddp, "train", "inputs/fmnist_mlp.ini",
+                                    "--data.train", f"{self.data}/train", "--data.test", f"{self.data}/test",
+                                    "--run.dir", os.path.join(self.scratch, name), "--train.device", self.dev,
+                                    "--dist.backend", backend, *arguments], env)
+
+    def fmnist(self, name, ranks, backend, arguments=(), env=None):
+        """A run, its accuracy against the floor, and the backend it used."""
+        if not os.path.isdir(f"{self.data}/train"):
+            return self.skip(name, NO_SHARDS)
+        short = ["--train.epochs", "1"] if self.dry else []
+        self.train(name, ranks, backend, [*short, *arguments], env=env)
+        if self.rc != 0:
+            return self.verdict(name, "")
+        ok, detail = fmnist_detail(os.path.join(self.scratch, name, "summary.json"), 0.75 if self.dry else 0.87)
+        if not ok:
+            return self.row(name, "FAIL", detail or "no summary.json")
+        if not any(f"gradients over {backend}" in line for line in lines_of(self.log(name))):
+            return self.row(name, "FAIL", f"not over {backend}: {detail}")
+        self.row(name, "PASS", detail + (" (dry run: CPU, fp32)" if self.dry else ""))
+
+    def fashion_mnist(self):
+        self.run_step("prepare_fmnist", 120, [f"{self.src}/scripts/prepare-fmnist.sh", self.data, self.mpiddp],
+                      {"FMNIST_DIR": self.fmnist_src})
+        self.verdict("prepare_fmnist", f"shards in {self.secs} s")
+        self.fmnist("fmnist_w1_nccl_fp32", 1, self.nccl)
+        self.fmnist("fmnist_w1_nccl_tf32", 1, self.nccl, ["--train.precision", self.tf32])
+        self.fmnist("fmnist_w1_nccl_bf16", 1, self.nccl, ["--train.precision", self.bf16])
+        self.one_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        self.fmnist("fmnist_w2_shared_mpi", 2, "mpi", ["--train.share_device", "true"],
+                    {"CUDA_VISIBLE_DEVICES": self.one_gpu})
+
+    # ---- ZeRO stage 1 where stage 0 does not fit ----
+    def zero_row(self):
+        """Two ranks share the GPU over MPI (NCCL needs a GPU per rank), bf16 products. A ballast tensor (PyTorch,
+        in another process) leaves ZERO_FREE_GIB (default 8) free; the MLP is sized from the free memory then
+        measured (model_size). PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
+        peak_device_bytes per rank than stage 0 would hold (16 P)."""
+        name, keep = "zero_w2_shared_bf16", os.environ.get("ZERO_FREE_GIB") or "8"
+        if self.dry:
+            return self.skip(name, "dry run: needs a GPU (the sizing is from its free memory)")
+        if not os.path.isdir(f"{self.data}/train"):
+            return self.skip(name, NO_SHARDS)
+        self.secs = 0
+        ballast_log = self.log(f"{name}-ballast")
+
+        def last_ballast_line():
+            lines = lines_of(ballast_log)
+            return lines[-1][:100] if lines else ""
+        with open(ballast_log, "w") as f:
+            try:
+                usable = subprocess.call(["python3", "-c", "import torch; assert torch.cuda.is_available()"],
+                                         stdout=f, stderr=subprocess.STDOUT) == 0
+            except OSError as e:
+                f.write(f"python3: {e.strerror}\n")
+                usable = False
+        if not usable:
+            return self.row(name, "SKIP", f"no PyTorch with CUDA for the ballast: {last_ballast_line()}")
+        gpu, ready = self.one_gpu, os.path.join(self.scratch, "ballast.ready")
+        with open(ballast_log, "a") as f:
+            ballast = subprocess.Popen(["python3", "-c", BALLAST, keep, ready], stdout=f, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpu))
+        self.background.append(ballast)
+
+        def stop_ballast():
+            ballast.terminate()
+            ballast.wait()
+
+        def wait_ready():
+            for _ in range(120):
+                if os.path.exists(ready) and os.path.getsize(ready) > 0:
+                    return True
+                if ballast.poll() is not None:
+                    return False
+                time.sleep(0.5)
+            return False
+        if not wait_ready():
+            stop_ballast()
+            return self.row(name, "SKIP", f"the ballast did not start: {last_ballast_line()}")
+        free_mib = output(["nvidia-smi", f"--id={gpu}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
+        free_mib = free_mib.split("\n")[0]
+        params, hidden = model_size(free_mib)
+        if hidden == "" or hidden < 64:
+            stop_ballast()
+            return self.row(name, "SKIP", f"cannot size the model (free '{free_mib}' MiB from nvidia-smi)")
+        common = ["inputs/fmnist_mlp.ini", "--data.train", f"{self.data}/train", "--train.device", "cuda",
+                  "--dist.backend", "mpi", "--train.share_device", "true", "--train.precision", "bf16",
+                  "--optim.name", "adamw", "--train.max_steps", "3", "--train.eval", "false",
+                  "--checkpoint.every_epochs", "0", "--model.hidden", f"{hidden},{hidden}"]
+        train = [self.mpirun, "-n", "2", self.mpiddp, "train", *common]
+        on_gpu = {"CUDA_VISIBLE_DEVICES": gpu}
+        self.run_step(f"{name}-stage0", 120, [*train, "--run.dir", f"{self.scratch}/{name}-0", "--ddp.zero_stage", "0"],
+                      on_gpu)
+        rc0, secs0 = self.rc, self.secs
+        self.run_step(name, 180, [*train, "--run.dir", f"{self.scratch}/{name}-1", "--ddp.zero_stage", "1"], on_gpu)
+        self.secs += secs0
+        stop_ballast()
+        sized = f"free {free_mib} MiB, hidden {hidden},{hidden} ({params} parameters)"
+        if self.rc != 0:
+            return self.row(name, "FAIL", f"stage 1 did not train ({sized}): {self.why(name)}")
+        if not first(lines_of(self.log(f"{name}-stage0")), "out of memory", re.I):
+            return self.row(name, "FAIL", f"stage 0 did not stop on out-of-memory (exit {rc0}, {sized}): "
+                                          f"{self.why(f'{name}-stage0')}")
+        ok, detail = zero_detail(os.path.join(self.scratch, f"{name}-1", "summary.json"), params)
+        if not ok:
+            return self.row(name, "FAIL", f"{detail or 'no summary.json'} ({sized})")
+        self.row(name, "PASS", f"{detail}; {sized}")
+
+    # ---- a small CNN for a few hundred steps ----
+    def cnn(self, name, precision):
+        """Its logged training loss must fall well below chance (ln 10 = 2.30) and end below where it started."""
+        if self.no_cudnn:
+            return self.skip(name, self.no_cudnn)
+        if not os.path.isdir(f"{self.data}/train"):
+            return self.skip(name, NO_SHARDS)
+        steps = 40 if self.dry else 300
+        self.train(name, 1, self.nccl, ["--train.precision", precision, "--train.max_steps", str(steps),
+                                        "--train.log_every", str(steps // 10), "--optim.warmup_steps",
+                                        str(steps // 10), "--model.layers", SMALL_CNN])
+        if self.rc != 0:
+            return self.verdict(name, "")
+        ok, detail = cnn_detail(os.path.join(self.scratch, name))
+        if not ok:
+            return self.row(name, "FAIL", f"the loss did not fall: {detail or 'no metrics'}")
+        self.row(name, "PASS", detail + (" (dry run: CPU, fp32)" if self.dry else ""))
+
+    # ---- the training tests (they skip without a GPU) ----
+    def gpu_training(self):
+        self.run_step("gpu_training", 240, ["bash", "tests/integration/gpu_test_training.sh"],
+                      {"MPIDDP": self.mpiddp, "MPIEXEC": self.mpirun, "MPIDDP_SOURCE_DIR": self.src,
+                       "FMNIST_DIR": self.fmnist_src})
+        passed = sum(1 for line in lines_of(self.log("gpu_training")) if line.startswith("ok:"))
+        self.verdict("gpu_training", f"{passed} checks passed")
+
+    # ---- compute-sanitizer on a short training (the kernels have -lineinfo) ----
+    def sanitizers(self):
+        sanitizer = shutil.which("compute-sanitizer") or next(
+            (path for path in sorted(found for pattern in ("/usr/local/cuda*/bin/compute-sanitizer",
+                                                           "/usr/local/cuda*/compute-sanitizer/compute-sanitizer",
+                                                           "/opt/nvidia/*/compute-sanitizer")
+                                     for found in glob.glob(pattern)) if os.path.isfile(path)), "")
+        for tool in ("memcheck", "racecheck"):
+            name = f"sanitizer_{tool}"
+            if not sanitizer:
+                self.skip(name, "compute-sanitizer not found")
+                continue
+            if self.dry:
+                self.skip(name, f"dry run: needs a GPU ({sanitizer} found)")
+                continue
+            if not os.path.isdir(f"{self.data}/train"):
+                self.skip(name, NO_SHARDS)
+                continue
+            # Lazy loading here: only the kernels the run uses are instrumented (eager would patch all of cuBLAS's).
+            # The MPI backend: NCCL's spinning kernels are not what this checks.
+            self.run_step(name, 120, [self.mpirun, "-n", "1", "env", "CUDA_MODULE_LOADING=LAZY", sanitizer,
+                                      "--tool", tool, "--target-processes", "all", "--error-exitcode", "86",
+                                      "--print-limit", "20", self.mpiddp, "train", "inputs/fmnist_mlp.ini",
+                                      "--data.train", f"{self.data}/train", "--data.test", f"{self.data}/test",
+                                      "--run.dir", os.path.join(self.scratch, name), "--train.device", "cuda",
+                                      "--dist.backend", "mpi", "--train.max_steps", "20"])
+            lines = lines_of(self.log(name))
+
+            def found(pattern, flags=0):
+                return re.sub(r"^=* *", "", first(lines, pattern, flags), count=1)
+            summary = found(r"(ERROR|RACECHECK) SUMMARY")
+            refused = found(r"device not supported|not supported on this|unable to (attach|initialize)", re.I)
+            if refused and self.rc != 0:
+                self.row(name, "SKIP", f"compute-sanitizer refused the GPU: {refused[:120]}")
+            elif self.rc == 86:
+                self.row(name, "FAIL", f"{summary or 'errors'}: {found(r'^=+ (Invalid|Error|.*hazard)')[:120]}")
+            else:
+                self.verdict(name, summary or "no summary line")
+
+    # ---- the table, last ----
+    def finish(self):
+        self.add(f"total: {self.seconds()} s")
+        own_out = os.environ.get("OUT") or "/nonexistent"
+        if os.path.isdir(own_out) and os.path.abspath(own_out) == self.out:
+            if subprocess.call(["tar", "-czf", f"{self.out}/logs.tar.gz", "-C", self.out, "logs"]) == 0:
+                shutil.rmtree(self.logs, ignore_errors=True)
+                self.add(f"logs: {self.out}/logs.tar.gz")
+        else:
+            self.add(f"logs: {self.logs}")
+        print()
+        with open(self.table) as f:
+            print(f.read(), end="", flush=True)
+        return self.failed
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__, end="")
+        return 0
+    # SIGTERM ends the check as an error would: the scratch folder and the ballast go too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.chdir(src)
+    out = (argv[0] if argv else "") or os.environ.get("OUT") or "/tmp/gpu-check"
+    try:
+        os.makedirs(os.path.join(out, "logs"), exist_ok=True)
+    except OSError:
+        print(f"gpu-check: error: cannot create {out}", file=sys.stderr)
+        return 2
+    out = os.path.abspath(out)
+    scratch = tempfile.mkdtemp(prefix="gpu-check.", dir="/tmp")
+    background = []
+    try:
+        return GpuCheck(src, out, scratch, background).run()
+    finally:
+        for process in background:
+            if process.poll() is None:
+                process.terminate()
+                process.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
