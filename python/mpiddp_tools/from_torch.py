@@ -1,6 +1,6 @@
 """Writes PyTorch weights as an HDF5 file that `model.init` reads.
 
-usage: scripts/from-torch IN.pt OUT.h5 [--force] [--trust-pickle]
+usage: scripts/from-torch IN.pt OUT.h5 [--force]
 
 IN.pt is a state_dict (torch.save(model.state_dict(), ...)). OUT.h5 gets the
 layout of an mpiddp checkpoint's weights: /params/<name> (float32, PyTorch's
@@ -14,8 +14,7 @@ a model.layers model with the same layers. Names of a plain torch.nn.Sequential
 IN.pt is loaded with torch.load(weights_only=True): tensors and plain containers
 only, so a crafted file cannot run code while it is read. A whole saved module
 (torch.save(model, ...)) needs Python's full unpickler, which runs whatever the
-file says: save model.state_dict() instead, or pass --trust-pickle for a file you
-trust. bfloat16, float16 and float64 tensors are converted to float32 (a note
+file says: it is refused; save model.state_dict() instead. bfloat16, float16 and float64 tensors are converted to float32 (a note
 says so); sparse, quantized, complex and integer parameters are refused.
 
 OUT.h5 is written to a temporary file next to it and renamed into place; an
@@ -36,13 +35,11 @@ from .files import refuse_existing, refuse_input, write_atomically
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 
 
-def load(torch, path, trust_pickle):
-    """The object in a .pt file: tensors and plain containers only, unless trust_pickle."""
-    if not trust_pickle and "weights_only" not in inspect.signature(torch.load).parameters:
+def load(torch, path):
+    """The object in a .pt file: tensors and plain containers only (the file is untrusted)."""
+    if "weights_only" not in inspect.signature(torch.load).parameters:
         die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
     try:
-        if trust_pickle:
-            return torch.load(path, map_location="cpu")
         return torch.load(path, map_location="cpu", weights_only=True)
     except OSError as e:
         die(f"{path}: cannot read ({e.strerror or one_line(e)})")
@@ -53,7 +50,7 @@ def load(torch, path, trust_pickle):
             die(f"{path}: holds quantized tensors ({reason}); save them dequantized (tensor.dequantize())")
         if "class" in reason.lower() or "global" in reason.lower():
             die(f"{path}: refused: it unpickles Python objects ({reason}), which can run code; from-torch reads "
-                f"tensors only: save model.state_dict() instead, or pass --trust-pickle for a file you trust")
+                f"tensors only: save model.state_dict() instead")
         die(f"{path}: not a PyTorch file ({reason})")
     except Exception as e:  # torch raises many kinds for a file that is not its own
         text = f"{type(e).__name__}: {' '.join(str(e).split())}" if str(e).strip() else type(e).__name__
@@ -67,9 +64,7 @@ def kind_of(value):
 
 
 def split_state(torch, obj, path):
-    """(params, buffers): name -> tensor, from a state_dict or (trusted) a saved module."""
-    if isinstance(obj, torch.nn.Module):
-        return dict(obj.named_parameters()), dict(obj.named_buffers())
+    """(params, buffers): name -> tensor, from a state_dict."""
     if not isinstance(obj, dict):
         die(f"{path}: holds {kind_of(obj)}, not a state_dict (names -> tensors)")
     for key, value in obj.items():
@@ -137,14 +132,12 @@ def main(argv=None):
     parser.add_argument("input", help="a PyTorch state_dict (.pt)")
     parser.add_argument("out", help="the HDF5 file to write (for model.init)")
     parser.add_argument("--force", action="store_true", help="replace OUT.h5 if it exists (never the input)")
-    parser.add_argument("--trust-pickle", action="store_true",
-                        help="load with Python's full unpickler (a whole saved module); runs the file's code")
     args = parser.parse_args(argv)
     refuse_input(args.out, args.input)
     refuse_existing(args.out, args.force)
     h5py, torch = need("h5py"), need("torch")
     np = need("numpy")
-    params, buffers = split_state(torch, load(torch, args.input, args.trust_pickle), args.input)
+    params, buffers = split_state(torch, load(torch, args.input), args.input)
     if not params:
         die(f"{args.input}: no parameters")
     check_names(args.input, params, buffers)
