@@ -17,7 +17,7 @@ jobs=${JOBS:-2}
 # earlier keeps its generator, and CMAKE_GENERATOR set by the caller wins.
 if [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
 # A compiler cache where installed (install-deps.sh installs ccache): the CPU-only
-# build compiles every source outside src/cuda/ exactly as the default build did
+# build compiles every source but the GPU ones exactly as the default build did
 # (same command line, see CMakeLists.txt), so it takes those objects from the cache.
 launcher=()
 if command -v ccache >/dev/null; then

@@ -4,7 +4,7 @@
 // right. Private to cli/.
 #include <vector>
 
-#include "mpiddp/device/ops/conv_ops.hpp"
+#include "ops/conv/conv_ops.hpp"
 
 namespace mpiddp::bench {
 

@@ -14,7 +14,7 @@
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
-#include "mpiddp/device/ops/conv_ops.hpp"
+#include "ops/conv/conv_ops.hpp"
 
 namespace po = boost::program_options;
 

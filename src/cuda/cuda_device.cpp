@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "check.hpp"
-#include "cuda_ops.hpp"
 #include "mpiddp/device/batch.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/watchdog.hpp"
@@ -28,13 +27,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming), "cudaEventCreate");
   }
   set_precision(Precision::fp32);
-  provide<DenseOps>(make_dense_ops(*this));
-  provide<PointwiseOps>(make_pointwise_ops(*this));
-  provide<LossOps>(make_loss_ops(*this));
-  provide<UpdateOps>(make_update_ops(*this));
-  provide<ConvOps>(make_conv_ops(*this));
-  provide<PoolOps>(make_pool_ops(*this));
-  provide<NormOps>(make_norm_ops(*this));
+  provide_registered(DeviceKind::cuda);
 }
 
 CudaDevice::~CudaDevice() {

@@ -2,7 +2,7 @@
 // The CUDA device: one compute stream that every layer, loss and optimizer
 // kernel is ordered on, a copy stream for input batches (pinned host buffers,
 // two slots), and the cuBLAS handle. The math is in the CUDA op families
-// (cuda_*_ops.cpp), which run on this device's compute stream.
+// (src/ops/<family>/cuda_*.cpp), which run on this device's compute stream.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -12,7 +12,7 @@
 #include "mpiddp/device/allocation_tracker.hpp"
 #include "mpiddp/device/device.hpp"
 #include "mpiddp/device/matrix.hpp"
-#include "scratch.hpp"
+#include "cuda_scratch.hpp"
 
 namespace mpiddp::cuda {
 
@@ -70,5 +70,9 @@ class CudaDevice final : public Device {
   Slot slots_[2];
   std::function<void(double)> wait_check_;
 };
+
+// The CUDA device an op family's maker was given (op_registry.hpp: CUDA makers
+// are only ever called by a CudaDevice).
+inline CudaDevice& as_cuda(Device& device) { return static_cast<CudaDevice&>(device); }
 
 }  // namespace mpiddp::cuda

@@ -1,6 +1,6 @@
-// Built when MPIDDP_ENABLE_CUDA is OFF: the GPU entry points say so.
+// Built when MPIDDP_ENABLE_CUDA is OFF: the GPU entry points say so (the NCCL
+// ones: src/ddp/no_nccl.cpp).
 #include "mpiddp/common/error.hpp"
-#include "mpiddp/ddp/nccl.hpp"
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
@@ -10,7 +10,6 @@ const char* kNoCuda = "this mpiddp was built without CUDA (MPIDDP_ENABLE_CUDA=OF
 }
 
 bool built_with_cuda() { return false; }
-bool built_with_nccl() { return false; }
 const CudnnInfo& cudnn_info() {
   static const CudnnInfo info{false, false, "", "", kNoCuda};
   return info;
@@ -19,9 +18,6 @@ void prefer_eager_cuda_module_loading() {}
 CudaProbe probe_cuda() { return {0, kNoCuda}; }
 CudaDeviceInfo cuda_device_info(int) { return {}; }
 std::unique_ptr<Device> make_cuda_device(int) { throw InputError(std::string("train.device = cuda: ") + kNoCuda); }
-std::unique_ptr<GradientTransport> make_nccl_transport(Communicator&, Device&, bool, double) {
-  throw InputError(std::string("dist.backend = nccl: ") + kNoCuda);
-}
 MatmulResult cuda_matmul(int, Precision, int, double) { throw InputError(kNoCuda); }
 std::unique_ptr<TraceAnnotator> cuda_trace_annotator(Device&) { return nullptr; }
 

@@ -1,7 +1,6 @@
 // Built with CUDA but without cuDNN (MPIDDP_ENABLE_CUDNN=OFF, or none found at
 // configure time): the GPU trains everything but convolutions, and a conv2d
-// layer on it says so in one line.
-#include "cuda_ops.hpp"
+// layer on it says so in one line (src/ops/conv/no_cudnn_conv_ops.cpp).
 #include "mpiddp/device/cuda.hpp"
 
 namespace mpiddp {
@@ -15,9 +14,5 @@ const CudnnInfo& cudnn_info() {
   static const CudnnInfo info{false, false, "", "", kNoCudnn};
   return info;
 }
-
-namespace cuda {
-std::unique_ptr<ConvOps> make_conv_ops(CudaDevice&) { return make_unavailable_conv_ops(kNoCudnn); }
-}  // namespace cuda
 
 }  // namespace mpiddp

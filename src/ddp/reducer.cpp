@@ -2,7 +2,7 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/trace.hpp"
-#include "mpiddp/device/ops/pointwise_ops.hpp"
+#include "ops/pointwise/pointwise_ops.hpp"
 
 namespace mpiddp {
 

@@ -5,21 +5,13 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cpu_families.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/batch.hpp"
 
 namespace mpiddp {
 
-CpuDevice::CpuDevice() {
-  provide<DenseOps>(cpu::make_dense_ops());
-  provide<PointwiseOps>(cpu::make_pointwise_ops());
-  provide<LossOps>(cpu::make_loss_ops());
-  provide<UpdateOps>(cpu::make_update_ops());
-  provide<ConvOps>(cpu::make_conv_ops());
-  provide<PoolOps>(cpu::make_pool_ops());
-  provide<NormOps>(cpu::make_norm_ops());
-}
+// The emulated device derives from this one and computes with the same families.
+CpuDevice::CpuDevice() { provide_registered(DeviceKind::cpu); }
 
 void CpuDevice::set_precision(Precision p) {
   // setup_compute refuses other precisions on the CPU (config/rules.cpp) before this.
@@ -47,12 +39,6 @@ StagedBatch CpuDevice::stage(const Batch& batch, int) {
 Device& cpu_device() {
   static CpuDevice device;
   return device;
-}
-
-OpFamily& Device::find_ops(const std::type_info& family) const {
-  for (const auto& [type, implementation] : families_)
-    if (type == std::type_index(family)) return *implementation;
-  throw RuntimeError(describe() + " provides no " + family.name() + " operations");
 }
 
 const char* device_kind_name(DeviceKind kind) {

@@ -1,7 +1,7 @@
 #include "mpiddp/train/step.hpp"
 
 #include "mpiddp/common/trace.hpp"
-#include "mpiddp/device/ops/loss_ops.hpp"
+#include "ops/loss/loss_ops.hpp"
 #include "mpiddp/train/batch_source.hpp"
 
 namespace mpiddp {

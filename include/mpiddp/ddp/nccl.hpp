@@ -1,5 +1,5 @@
 #pragma once
-// The NCCL gradient transport (src/cuda/nccl_transport.cpp). It exists in every
+// The NCCL gradient transport (src/ddp/nccl_transport.cpp). It exists in every
 // build; without NCCL it reports that plainly.
 #include <memory>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Where a model computes: the CPU (BLAS + vectorised loops) or a CUDA GPU
 // (cuBLAS + kernels). A Device owns memory, copies and input staging; the math
-// comes in op families (device/ops/*.hpp) that each device implements. Layers,
+// comes in op families (src/ops/<family>/) that each device implements. Layers,
 // losses, optimizers and the DDP reducer use only these, on pointers into memory
 // the same Device allocated; the training code above is the same for both.
 //
@@ -43,10 +43,11 @@ struct StagedBatch {
 };
 
 // A family of operations a device provides (dense products, element-wise math,
-// losses, optimizer updates; later convolution, normalisation, attention). Each
-// family is a small interface of its own under device/ops/, implemented once per
-// device and registered when the device is built, so a new layer family adds a
-// family and its implementations without widening Device.
+// losses, optimizer updates, convolution, pooling, normalisation). Each family is
+// one folder, src/ops/<family>/: its interface, its CPU implementation and its
+// CUDA one, which register themselves (op_registry.hpp); a device makes every
+// family registered for its kind when it is built, so a new layer family adds a
+// folder without widening Device.
 class OpFamily {
  public:
   virtual ~OpFamily() = default;
@@ -84,7 +85,7 @@ class Device {
   virtual void done_with_stage(int slot) = 0;
 
   // ---- operations ----
-  // This device's implementation of the family `Family` (see device/ops/).
+  // This device's implementation of the family `Family` (see src/ops/).
   // Throws when the device has none; callers on hot paths keep the reference.
   template <class Family>
   Family& ops() const {
@@ -92,11 +93,9 @@ class Device {
   }
 
  protected:
-  // Registers the implementation of one family (in the device's constructor).
-  template <class Family>
-  void provide(std::unique_ptr<Family> implementation) {
-    families_.emplace_back(std::type_index(typeid(Family)), std::move(implementation));
-  }
+  // Makes this device's implementation of every family registered for `kind`
+  // (op_registry.hpp); called once by the device's constructor.
+  void provide_registered(DeviceKind kind);
 
  private:
   OpFamily& find_ops(const std::type_info& family) const;

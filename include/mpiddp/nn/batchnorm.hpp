@@ -3,7 +3,7 @@
 // global batch of all ranks), with PyTorch's math: training normalises with the
 // batch's biased variance and updates the running statistics with `momentum` and
 // the unbiased variance; evaluation uses the running statistics.
-#include "mpiddp/device/ops/norm_ops.hpp"
+#include "ops/norm/norm_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {

@@ -1,7 +1,7 @@
 #pragma once
 // The image layers: Conv2d and 2-D pooling, on samples of shape {C, H, W}.
-#include "mpiddp/device/ops/conv_ops.hpp"
-#include "mpiddp/device/ops/pool_ops.hpp"
+#include "ops/conv/conv_ops.hpp"
+#include "ops/pool/pool_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {

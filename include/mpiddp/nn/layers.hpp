@@ -1,7 +1,7 @@
 #pragma once
 // The layers of an MLP (Linear, activations, Dropout) and Flatten.
-#include "mpiddp/device/ops/dense_ops.hpp"
-#include "mpiddp/device/ops/pointwise_ops.hpp"
+#include "ops/dense/dense_ops.hpp"
+#include "ops/pointwise/pointwise_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {

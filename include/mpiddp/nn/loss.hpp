@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mpiddp/device/ops/loss_ops.hpp"  // LossResult
+#include "ops/loss/loss_ops.hpp"  // LossResult
 #include "mpiddp/device/matrix.hpp"
 
 namespace mpiddp {

@@ -8,7 +8,7 @@
 
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/device/device.hpp"
-#include "mpiddp/device/ops/update_ops.hpp"
+#include "ops/update/update_ops.hpp"
 #include "mpiddp/device/flat_buffer.hpp"
 
 namespace mpiddp {

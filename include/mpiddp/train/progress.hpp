@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "mpiddp/device/ops/loss_ops.hpp"
+#include "ops/loss/loss_ops.hpp"
 #include "mpiddp/train/session.hpp"
 
 namespace mpiddp {

@@ -1,0 +1,198 @@
+// Convolution on the CPU: im2col + one OpenBLAS product per chunk of samples.
+// The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
+// which keeps the matrices large enough for BLAS to run near its peak; the
+// columns of the forward pass are kept for backward when the batch fits in one
+// chunk (the usual case), else backward rebuilds them chunk by chunk.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "conv_ops.hpp"
+#include "mpiddp/device/op_registry.hpp"
+
+namespace mpiddp::cpu {
+namespace {
+
+// Column buffers above this many floats are split into chunks of samples.
+constexpr std::size_t kColumnBudget = kCpuColumnBudget;  // 64 MiB
+
+struct ConvScratch final : LayerScratch {
+  std::vector<float> columns;     // [K][samples * positions] of the chunk
+  std::vector<float> product;     // the forward product, [out_c][samples * positions], before NCHW
+  std::vector<float> grad_out;    // dy as [out_c][samples * positions]
+  std::vector<float> grad_cols;   // dcolumns, same layout as columns
+  const float* columns_of = nullptr;  // the input whose whole-batch columns are kept
+  const float* grad_out_of = nullptr; // the dy whose whole-batch transpose is kept
+};
+
+// The output columns ox whose input column ox * stride - padding + kj lies
+// inside the image: [first, last).
+struct ValidSpan {
+  int first, last, shift;  // input column = ox * stride - shift
+  ValidSpan(int kj, const ConvGeometry& g) : shift(g.padding - kj) {
+    const int ow = g.out_w();
+    first = std::min(shift <= 0 ? 0 : (shift + g.stride - 1) / g.stride, ow);
+    last = g.w - 1 + shift < 0 ? first : std::clamp((g.w - 1 + shift) / g.stride + 1, first, ow);
+  }
+};
+
+// Writes the columns of sample x (one image) at column offset `at` of a buffer
+// whose rows are `stride` floats long.
+void image_to_columns(const float* x, const ConvGeometry& g, float* cols, std::size_t stride, std::size_t at) {
+  const int oh = g.out_h(), ow = g.out_w();
+  for (int c = 0; c < g.c; ++c)
+    for (int ki = 0; ki < g.kh; ++ki)
+      for (int kj = 0; kj < g.kw; ++kj) {
+        float* row = cols + (static_cast<std::size_t>((c * g.kh + ki) * g.kw + kj)) * stride + at;
+        const float* plane = x + static_cast<std::size_t>(c) * g.h * g.w;
+        const ValidSpan span(kj, g);
+        for (int oy = 0; oy < oh; ++oy) {
+          float* out = row + static_cast<std::size_t>(oy) * ow;
+          const int iy = oy * g.stride - g.padding + ki;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(out, out + ow, 0.0f);
+            continue;
+          }
+          const float* in = plane + static_cast<std::size_t>(iy) * g.w;
+          std::fill(out, out + span.first, 0.0f);
+          if (g.stride == 1) std::copy(in + (span.first - span.shift), in + (span.last - span.shift), out + span.first);
+          else
+            for (int ox = span.first; ox < span.last; ++ox) out[ox] = in[ox * g.stride - span.shift];
+          std::fill(out + span.last, out + ow, 0.0f);
+        }
+      }
+}
+
+// Adds the columns back onto image dx (the adjoint of image_to_columns).
+void columns_to_image(const float* cols, std::size_t stride, std::size_t at, const ConvGeometry& g, float* dx) {
+  const int oh = g.out_h(), ow = g.out_w();
+  for (int c = 0; c < g.c; ++c)
+    for (int ki = 0; ki < g.kh; ++ki)
+      for (int kj = 0; kj < g.kw; ++kj) {
+        const float* row = cols + (static_cast<std::size_t>((c * g.kh + ki) * g.kw + kj)) * stride + at;
+        float* plane = dx + static_cast<std::size_t>(c) * g.h * g.w;
+        const ValidSpan span(kj, g);
+        for (int oy = 0; oy < oh; ++oy) {
+          const int iy = oy * g.stride - g.padding + ki;
+          if (iy < 0 || iy >= g.h) continue;
+          const float* in = row + static_cast<std::size_t>(oy) * ow;
+          float* out = plane + static_cast<std::size_t>(iy) * g.w;
+          for (int ox = span.first; ox < span.last; ++ox) out[ox * g.stride - span.shift] += in[ox];
+        }
+      }
+}
+
+class CpuConvOps final : public ConvOps {
+ public:
+  std::unique_ptr<LayerScratch> make_scratch() override { return std::make_unique<ConvScratch>(); }
+
+  void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
+                    LayerScratch* scratch) override {
+    auto& s = static_cast<ConvScratch&>(*scratch);
+    const Plan p(g);
+    for (int first = 0; first < g.n; first += p.per_chunk) {
+      const int count = std::min(p.per_chunk, g.n - first);
+      const std::size_t width = static_cast<std::size_t>(count) * p.positions;
+      fill_columns(x, g, p, first, count, s.columns);
+      s.product.resize(static_cast<std::size_t>(g.out_c) * width);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.out_c, static_cast<int>(width), p.rows, 1.0f, weight,
+                  p.rows, s.columns.data(), static_cast<int>(width), 0.0f, s.product.data(), static_cast<int>(width));
+      // [out_c][samples * positions] -> NCHW, adding the bias.
+      for (int i = 0; i < count; ++i)
+        for (int oc = 0; oc < g.out_c; ++oc) {
+          const float* from = s.product.data() + static_cast<std::size_t>(oc) * width + static_cast<std::size_t>(i) * p.positions;
+          float* to = y + (static_cast<std::size_t>(first + i) * g.out_c + oc) * p.positions;
+          const float b = bias[oc];
+          for (int q = 0; q < p.positions; ++q) to[q] = from[q] + b;
+        }
+    }
+    s.columns_of = p.per_chunk >= g.n ? x : nullptr;
+  }
+
+  void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
+                            bool accumulate, LayerScratch* scratch) override {
+    auto& s = static_cast<ConvScratch&>(*scratch);
+    const Plan p(g);
+    for (int oc = 0; oc < g.out_c; ++oc) {
+      double sum = 0.0;
+      for (int i = 0; i < g.n; ++i) {
+        const float* plane = dy + (static_cast<std::size_t>(i) * g.out_c + oc) * p.positions;
+        for (int q = 0; q < p.positions; ++q) sum += plane[q];
+      }
+      dbias[oc] = (accumulate ? dbias[oc] : 0.0f) + static_cast<float>(sum);
+    }
+    for (int first = 0; first < g.n; first += p.per_chunk) {
+      const int count = std::min(p.per_chunk, g.n - first);
+      const std::size_t width = static_cast<std::size_t>(count) * p.positions;
+      if (s.columns_of != x) fill_columns(x, g, p, first, count, s.columns);
+      gather_grad_out(dy, g, p, first, count, s.grad_out);
+      const bool add = accumulate || first > 0;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.out_c, p.rows, static_cast<int>(width), 1.0f,
+                  s.grad_out.data(), static_cast<int>(width), s.columns.data(), static_cast<int>(width),
+                  add ? 1.0f : 0.0f, dweight, p.rows);
+    }
+    s.grad_out_of = p.per_chunk >= g.n ? dy : nullptr;
+  }
+
+  void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
+                           LayerScratch* scratch) override {
+    auto& s = static_cast<ConvScratch&>(*scratch);
+    const Plan p(g);
+    std::fill(dx, dx + static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 0.0f);
+    for (int first = 0; first < g.n; first += p.per_chunk) {
+      const int count = std::min(p.per_chunk, g.n - first);
+      const std::size_t width = static_cast<std::size_t>(count) * p.positions;
+      if (s.grad_out_of != dy) gather_grad_out(dy, g, p, first, count, s.grad_out);
+      s.grad_cols.resize(static_cast<std::size_t>(p.rows) * width);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.rows, static_cast<int>(width), g.out_c, 1.0f, weight,
+                  p.rows, s.grad_out.data(), static_cast<int>(width), 0.0f, s.grad_cols.data(),
+                  static_cast<int>(width));
+      const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
+      for (int i = 0; i < count; ++i)
+        columns_to_image(s.grad_cols.data(), width, static_cast<std::size_t>(i) * p.positions, g,
+                         dx + static_cast<std::size_t>(first + i) * image);
+    }
+    s.grad_out_of = nullptr;
+  }
+
+ private:
+  struct Plan {
+    int positions, rows, per_chunk;
+    explicit Plan(const ConvGeometry& g) : positions(g.out_h() * g.out_w()), rows(g.c * g.kh * g.kw) {
+      const std::size_t per_sample = std::max<std::size_t>(static_cast<std::size_t>(rows) * positions, 1);
+      per_chunk = static_cast<int>(
+          std::clamp<std::size_t>(kColumnBudget / per_sample, 1, static_cast<std::size_t>(std::max(g.n, 1))));
+    }
+  };
+
+  static void fill_columns(const float* x, const ConvGeometry& g, const Plan& p, int first, int count,
+                           std::vector<float>& cols) {
+    const std::size_t width = static_cast<std::size_t>(count) * p.positions;
+    cols.resize(static_cast<std::size_t>(p.rows) * width);
+    const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
+    for (int i = 0; i < count; ++i)
+      image_to_columns(x + static_cast<std::size_t>(first + i) * image, g, cols.data(), width,
+                       static_cast<std::size_t>(i) * p.positions);
+  }
+
+  // dy (NCHW) -> [out_c][samples * positions] for the chunk.
+  static void gather_grad_out(const float* dy, const ConvGeometry& g, const Plan& p, int first, int count,
+                              std::vector<float>& out) {
+    const std::size_t width = static_cast<std::size_t>(count) * p.positions;
+    out.resize(static_cast<std::size_t>(g.out_c) * width);
+    for (int i = 0; i < count; ++i)
+      for (int oc = 0; oc < g.out_c; ++oc)
+        std::memcpy(out.data() + static_cast<std::size_t>(oc) * width + static_cast<std::size_t>(i) * p.positions,
+                    dy + (static_cast<std::size_t>(first + i) * g.out_c + oc) * p.positions,
+                    static_cast<std::size_t>(p.positions) * sizeof(float));
+  }
+};
+
+std::unique_ptr<ConvOps> make_cpu_conv_ops(Device&) { return std::make_unique<CpuConvOps>(); }
+const bool registered = register_ops<ConvOps>(DeviceKind::cpu, make_cpu_conv_ops);
+
+}  // namespace
+
+}  // namespace mpiddp::cpu

@@ -1,0 +1,112 @@
+// Max and average pooling on the CPU: plain loops over each output window.
+#include <algorithm>
+
+#include "pool_ops.hpp"
+#include "mpiddp/device/op_registry.hpp"
+#include "mpiddp/device/elementwise.hpp"
+
+namespace mpiddp::cpu {
+namespace {
+
+class CpuPoolOps final : public PoolOps {
+ public:
+  void max_pool_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) override {
+    if (g.kernel == 2 && g.stride == 2) return max_pool_2x2(x, y, argmax, g);
+    const int oh = g.out_h(), ow = g.out_w();
+    for (std::size_t plane = 0; plane < planes(g); ++plane) {
+      const float* in = x + plane * g.h * g.w;
+      float* out = y + plane * oh * ow;
+      std::int32_t* where = argmax + plane * oh * ow;
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          int best = (oy * g.stride) * g.w + ox * g.stride;
+          float value = in[best];
+          for (int ky = 0; ky < g.kernel; ++ky)
+            for (int kx = 0; kx < g.kernel; ++kx) {
+              const int at = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
+              if (ew::max_pool_takes(in[at], value)) {
+                value = in[at];
+                best = at;
+              }
+            }
+          out[oy * ow + ox] = value;
+          where[oy * ow + ox] = best;
+        }
+    }
+  }
+
+  void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) override {
+    const std::size_t outs = static_cast<std::size_t>(g.out_h()) * g.out_w();
+    std::fill(dx, dx + planes(g) * g.h * g.w, 0.0f);
+    for (std::size_t plane = 0; plane < planes(g); ++plane)
+      for (std::size_t o = 0; o < outs; ++o) dx[plane * g.h * g.w + argmax[plane * outs + o]] += dy[plane * outs + o];
+  }
+
+  void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) override {
+    const int oh = g.out_h(), ow = g.out_w();
+    const float inv = 1.0f / static_cast<float>(g.kernel * g.kernel);
+    for (std::size_t plane = 0; plane < planes(g); ++plane) {
+      const float* in = x + plane * g.h * g.w;
+      float* out = y + plane * oh * ow;
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          float sum = 0.0f;
+          for (int ky = 0; ky < g.kernel; ++ky)
+            for (int kx = 0; kx < g.kernel; ++kx) sum += in[(oy * g.stride + ky) * g.w + ox * g.stride + kx];
+          out[oy * ow + ox] = sum * inv;
+        }
+    }
+  }
+
+  void avg_pool_backward(const float* dy, float* dx, const PoolGeometry& g) override {
+    const int oh = g.out_h(), ow = g.out_w();
+    const float inv = 1.0f / static_cast<float>(g.kernel * g.kernel);
+    std::fill(dx, dx + planes(g) * g.h * g.w, 0.0f);
+    for (std::size_t plane = 0; plane < planes(g); ++plane) {
+      const float* grad = dy + plane * oh * ow;
+      float* out = dx + plane * g.h * g.w;
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const float share = grad[oy * ow + ox] * inv;
+          for (int ky = 0; ky < g.kernel; ++ky)
+            for (int kx = 0; kx < g.kernel; ++kx) out[(oy * g.stride + ky) * g.w + ox * g.stride + kx] += share;
+        }
+    }
+  }
+
+ private:
+  // The common case, unrolled: the four values of each window in PyTorch's scan
+  // order (row by row), the first maximum (or the last NaN) winning.
+  static void max_pool_2x2(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) {
+    const int oh = g.out_h(), ow = g.out_w();
+    for (std::size_t plane = 0; plane < planes(g); ++plane) {
+      const float* in = x + plane * g.h * g.w;
+      float* out = y + plane * oh * ow;
+      std::int32_t* where = argmax + plane * oh * ow;
+      for (int oy = 0; oy < oh; ++oy) {
+        const int top = 2 * oy * g.w, bottom = top + g.w;
+        for (int ox = 0; ox < ow; ++ox) {
+          const int at[4] = {top + 2 * ox, top + 2 * ox + 1, bottom + 2 * ox, bottom + 2 * ox + 1};
+          int best = at[0];
+          float value = in[best];
+          for (int k = 1; k < 4; ++k)
+            if (ew::max_pool_takes(in[at[k]], value)) {
+              value = in[at[k]];
+              best = at[k];
+            }
+          out[oy * ow + ox] = value;
+          where[oy * ow + ox] = best;
+        }
+      }
+    }
+  }
+
+  static std::size_t planes(const PoolGeometry& g) { return static_cast<std::size_t>(g.n) * g.c; }
+};
+
+std::unique_ptr<PoolOps> make_cpu_pool_ops(Device&) { return std::make_unique<CpuPoolOps>(); }
+const bool registered = register_ops<PoolOps>(DeviceKind::cpu, make_cpu_pool_ops);
+
+}  // namespace
+
+}  // namespace mpiddp::cpu
