@@ -19,6 +19,7 @@ const std::vector<LayerSpec>& layer_table() {
       {"dropout",     "Dropout",     {{"p", "0.5", "float"}}, "", -1},
       {"flatten",     "Flatten",     {}, "", -1},
       {"gelu",        "GELU",        {}, "", -1},
+      {"layernorm",   "LayerNorm",   {{"eps", "1e-05", "float"}}, "normalized_shape", 0},
       {"linear",      "Linear",      {{"out_features", "=classes", "int"}}, "in_features", 1},
       {"maxpool2d",   "MaxPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
       {"relu",        "ReLU",        {}, "", -1},

@@ -11,6 +11,7 @@
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv_layers.hpp"
 #include "mpiddp/nn/layer_table.hpp"
+#include "mpiddp/nn/layernorm.hpp"
 #include "mpiddp/nn/layers.hpp"
 
 namespace mpiddp {
@@ -51,6 +52,12 @@ LayerFactory batchnorm(int dims) {
   };
 }
 
+std::unique_ptr<Layer> make_layernorm(LayerArguments& a, const LayerContext&) {
+  const double eps = a.real("eps", 0.0, 1.0, false);
+  if (eps <= 0.0) throw LayerError("eps must be above 0");
+  return std::make_unique<LayerNorm>(eps);
+}
+
 LayerFactory activation(ActivationKind kind) {
   return [kind](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
     return std::make_unique<Activation>(kind);
@@ -67,6 +74,7 @@ const std::map<std::string, LayerFactory>& factories() {
       {"avgpool2d", pool(PoolKind::average)},
       {"batchnorm1d", batchnorm(1)},
       {"batchnorm2d", batchnorm(2)},
+      {"layernorm", make_layernorm},
       {"relu", activation(ActivationKind::relu)},
       {"gelu", activation(ActivationKind::gelu)},
       {"tanh", activation(ActivationKind::tanh)},

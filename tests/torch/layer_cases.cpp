@@ -28,7 +28,8 @@ struct Case {
 };
 
 // Kernel sizes 1/3/5, strides 1/2/3, paddings 0/1/2 on non-square inputs; both
-// pools; BatchNorm in training and evaluation; two CNNs (dropout p = 0 in
+// pools; BatchNorm in training and evaluation; LayerNorm on features, on rows of
+// a {T, D} sample and inside an MLP; two CNNs (dropout p = 0 in
 // training: PyTorch's masks are its own).
 const Case kCases[] = {
     {"conv_k1", "conv2d(3,1)", {2, 5, 7}, 3, true},
@@ -51,6 +52,9 @@ const Case kCases[] = {
     {"batchnorm1d_train", "batchnorm1d(eps=1e-3,momentum=0.3)", {6}, 5, true},
     {"batchnorm1d_eval", "batchnorm1d", {6}, 5, false},
     {"flatten_linear", "flatten linear(5)", {2, 3, 3}, 3, true},
+    {"layernorm_features", "layernorm", {7}, 4, true},
+    {"layernorm_rows_eps", "layernorm(eps=1e-3)", {3, 5}, 3, false},
+    {"layernorm_mlp", "linear(9) layernorm gelu linear(6) layernorm(1e-4) tanh linear", {5}, 6, true},
     {"cnn_train",
      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
      "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0) linear",

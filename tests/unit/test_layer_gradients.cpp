@@ -6,6 +6,7 @@
 #include "layer_test_util.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv_layers.hpp"
+#include "mpiddp/nn/layernorm.hpp"
 #include "mpiddp/nn/layers.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model_builder.hpp"
@@ -124,6 +125,24 @@ TEST_CASE("BatchNorm gradients in training mode match finite differences", "[nn]
     check_gradients(
         *model, x, training(), {1e-2f, 2e-3, 1e-2},
         "batchnorm" + std::to_string(c.dims) + "d on " + shape_text(c.in) + " x " + std::to_string(c.batch));
+  }
+}
+
+TEST_CASE("LayerNorm gradients match finite differences", "[nn][layernorm]") {
+  struct Case {
+    Shape in;
+    std::size_t batch;
+  };
+  // One row per sample, several rows per sample ({T, D}), and a 1-sample batch
+  // (LayerNorm, unlike BatchNorm, needs no batch).
+  const Case cases[] = {{{6}, 3}, {{4, 5}, 2}, {{2, 3, 7}, 1}};
+  for (const Case& c : cases) {
+    auto model = one_layer(std::make_unique<LayerNorm>(1e-5), c.in);
+    randomize_parameters(*model, 31);
+    Matrix x = random_matrix(c.batch, element_count(c.in), 37, 2.0f);
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] += 0.5f;
+    check_gradients(*model, x, training(), {1e-2f, 2e-3, 1e-2},
+                    "layernorm on " + shape_text(c.in) + " x " + std::to_string(c.batch));
   }
 }
 

@@ -120,6 +120,21 @@ MPIDDP_HD double squared_error_row(const float* y, const float* target, int t, f
   return sum / static_cast<double>(t);
 }
 
+// ---- layer normalisation (PyTorch's LayerNorm over the last dimension) ----
+// 1 / sqrt(biased variance + eps) of a row of d values from its sum of squared
+// deviations from the mean (summed in double, in a fixed order, by the caller).
+MPIDDP_HD float layernorm_rstd(double squared_deviations, int d, float eps) {
+  return static_cast<float>(1.0 / sqrt(squared_deviations / d + eps));
+}
+MPIDDP_HD float layernorm_value(float x, float mean, float rstd, float weight, float bias) {
+  return (x - mean) * rstd * weight + bias;
+}
+// dL/dx of one element: g = dy * weight, xhat = (x - mean) * rstd, and the row's
+// means of g and of g * xhat.
+MPIDDP_HD float layernorm_grad(float g, float xhat, float rstd, float mean_g, float mean_g_xhat) {
+  return rstd * (g - mean_g - xhat * mean_g_xhat);
+}
+
 // ---- batch normalisation (PyTorch's BatchNorm / SyncBatchNorm) ----
 // M2 from squares summed around a float `centre` near the mean (so a large mean
 // costs no precision), corrected to the exact mean: sum (x - c)^2 - n (mean - c)^2.

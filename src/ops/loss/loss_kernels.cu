@@ -5,6 +5,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/launch.cuh"
+#include "cuda/warp_reduce.cuh"
 #include "mpiddp/device/elementwise.hpp"
 #include "loss_kernels.hpp"
 
@@ -16,9 +17,6 @@ namespace {
 // sum of terms in column order, and a fixed butterfly of shuffles combines the
 // lanes. Same pieces as the CPU's softmax_cross_entropy_row; only the order of
 // the double sum differs, and it is the same in every run (deterministic).
-constexpr int kWarp = 32;
-constexpr unsigned kAllLanes = 0xffffffffu;
-
 struct TopLogit {
   float value;
   int index;
@@ -35,12 +33,6 @@ __device__ TopLogit warp_top(TopLogit t) {
     t = better(t, other);
   }
   return t;
-}
-
-// Every lane ends with the same bits: each pair adds the same two numbers.
-__device__ double warp_sum(double v) {
-  for (int mask = kWarp / 2; mask > 0; mask /= 2) v += __shfl_xor_sync(kAllLanes, v, mask);
-  return v;
 }
 
 __global__ void softmax_rows_kernel(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
