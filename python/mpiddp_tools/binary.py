@@ -1,7 +1,8 @@
 """The mpiddp binary, for the tools that ask it (torch_layers: `mpiddp inspect layers`).
 
 Looked for, first found wins:
-  1. the environment variable MPIDDP (the tests set it to the build under test; bench.sh passes its own);
+  1. the environment variable MPIDDP, a path or a name on PATH (the tests set it to the build under test;
+     bench.sh passes its own);
   2. an installation: this package in <prefix>/share/mpiddp/python/ -> <prefix>/bin/mpiddp;
   3. a checkout: this package in <checkout>/python/ -> <checkout>/build/mpiddp;
   4. mpiddp on PATH.
@@ -35,6 +36,8 @@ def find():
     """The path of the mpiddp binary; MpiddpError (one line) if there is none."""
     env = os.environ.get("MPIDDP")
     if env:
+        if os.sep not in env:  # a bare name: on PATH
+            env = shutil.which(env) or env
         if not executable(env):
             raise MpiddpError(f"MPIDDP={env!r} is not an executable file")
         return env
