@@ -14,6 +14,7 @@ data=${1:-$root/data/fmnist}
 batch=${2:-64}
 epochs=${3:-3}
 mpiddp=${MPIDDP:-$root/build/mpiddp}
+export MPIDDP=$mpiddp  # bench_torch_ddp.py resolves --layers with this binary
 mpiexec=${MPIEXEC:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 [ -d "$data/train" ] || "$here/prepare-fmnist.sh" "$data" "$mpiddp" >/dev/null

@@ -5,14 +5,16 @@ per-rank batch as mpiddp, on the same Fashion-MNIST samples held in memory
 
 usage: bench_torch_ddp.py --world W --batch B --epochs E [--hidden 256,128 | --layers LIST] [--max-steps N]
   --layers takes mpiddp's model.layers syntax (conv2d(32,3,padding=1) batchnorm2d relu ...) and
-  builds the same torch.nn.Sequential; samples are then images of 1 x 28 x 28.
+  builds the same torch.nn.Sequential, as `mpiddp inspect layers --list` resolves it (python/mpiddp_tools/
+  torch_layers.py; the binary is $MPIDDP, else the checkout's build/mpiddp, else mpiddp on PATH); samples are
+  then images of 1 x 28 x 28.
 prints one line: "torch world W batch B samples/s X"
 Needs Debian's python3-torch and python3-h5py (run with /usr/bin/python3).
 """
 import argparse
 import glob
 import os
-import re
+import sys
 import time
 
 import h5py
@@ -20,6 +22,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "python"))
+from mpiddp_tools import torch_layers as layer_table  # noqa: E402
 
 
 def load(directory):
@@ -33,31 +38,11 @@ def load(directory):
     return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 
-def torch_layers(text, sample_shape, classes):
-    """mpiddp's layer list -> torch modules, each input size inferred from a dry run."""
-    calls = re.findall(r"[a-z0-9_]+(?:\([^)]*\))?", text)
+def torch_layers(resolved, sample_shape):
+    """torch modules of a layer list as mpiddp resolved it (torch_layers.resolve); each input size from a dry run."""
     modules, probe = [], torch.zeros((2,) + tuple(sample_shape))
-    for i, call in enumerate(calls):
-        name, _, inside = call.partition("(")
-        args, kwargs = [], {}
-        for item in filter(None, (a.strip() for a in inside.rstrip(")").split(","))):
-            if "=" in item:
-                key, value = item.split("=")
-                kwargs[key.strip()] = float(value) if "." in value or "e" in value else int(value)
-            else:
-                args.append(float(item) if "." in item or "e" in item else int(item))
-        width = probe.shape[1]
-        make = {
-            "linear": lambda: torch.nn.Linear(width, *(args or [classes]), **kwargs),
-            "conv2d": lambda: torch.nn.Conv2d(width, *args, **kwargs),
-            "maxpool2d": lambda: torch.nn.MaxPool2d(*args, **kwargs),
-            "avgpool2d": lambda: torch.nn.AvgPool2d(*args, **kwargs),
-            "batchnorm1d": lambda: torch.nn.BatchNorm1d(width, *args, **kwargs),
-            "batchnorm2d": lambda: torch.nn.BatchNorm2d(width, *args, **kwargs),
-            "relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh,
-            "dropout": lambda: torch.nn.Dropout(*args, **kwargs), "flatten": torch.nn.Flatten,
-        }[name]
-        modules.append(make())
+    for entry in resolved:
+        modules.append(layer_table.module(torch, entry, probe.shape[1] if entry["input_argument"] else None))
         probe = modules[-1](probe)
     return modules
 
@@ -70,7 +55,7 @@ def worker(rank, args, x, y, result):
     torch.manual_seed(args.seed)
     if args.layers:
         x = x.reshape(-1, 1, 28, 28)
-        layers = torch_layers(args.layers, x.shape[1:], 10)
+        layers = torch_layers(args.resolved, x.shape[1:])
     else:
         widths = [x.shape[1]] + [int(w) for w in args.hidden.split(",")]
         layers = []
@@ -116,6 +101,10 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=29533)
     args = parser.parse_args()
+    try:
+        args.resolved = layer_table.resolve(args.layers, 10) if args.layers else None
+    except (layer_table.LayerListError, layer_table.MpiddpError) as e:
+        sys.exit(f"bench_torch_ddp.py: error: --layers: {e}")
     x, y = load(args.data)
     result = mp.get_context("spawn").SimpleQueue()
     mp.spawn(worker, args=(args, x, y, result), nprocs=args.world, join=True)

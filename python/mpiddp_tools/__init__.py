@@ -15,7 +15,8 @@ Shared:
     files          atomic writes, never onto an input, never over an output without --force
     runs           a run's summary.json and metrics.jsonl, a sweep's runs.tsv
     plotting       matplotlib's pyplot without a display, or one error line
-    torch_layers   mpiddp's model.layers as torch.nn modules
+    binary         where the mpiddp binary is (MPIDDP, the installation, the checkout's build/, PATH)
+    torch_layers   mpiddp's model.layers as torch.nn modules, as `mpiddp inspect layers --list` resolves them
 
 The standard library only, except where a command needs h5py, numpy, torch or
 matplotlib (Debian's python3-* packages, seen by /usr/bin/python3); each imports

@@ -7,7 +7,9 @@ OUT.pt holds the weights under the names of a plain torch.nn.Sequential
 without "layers."), and BatchNorm's buffers from /buffers (running_mean,
 running_var, num_batches_tracked). The model itself is rebuilt from the input
 file stored in the checkpoint (its `config` attribute): model.layers (module i is
-mpiddp's layers.<i>; python/mpiddp_tools/torch_layers.py) or the model.hidden
+mpiddp's layers.<i>, as `mpiddp inspect layers --list` resolves it: the binary
+is MPIDDP, else the installation's or the checkout's, else on PATH;
+python/mpiddp_tools/torch_layers.py) or the model.hidden
 MLP. The script prints the few lines of Python that build it and load OUT.pt,
 and with --module writes them as FILE.py (`build()` returns the model,
 `load(path)` the model with the weights, in eval mode). Features stored as uint8
@@ -169,7 +171,11 @@ def main(argv=None):
     if layers:
         try:
             code = "torch.nn.Sequential(\n    " + ",\n    ".join(torch_layers.module_code(layers, params)) + ")"
-        except (torch_layers.LayerListError, KeyError, IndexError, ValueError) as e:
+        except torch_layers.MpiddpError as e:
+            die(f"{args.checkpoint}: model.layers: {one_line(e)}")
+        except torch_layers.LayerListError as e:  # mpiddp refuses the list, or a layer lacks its weight
+            die(f"{args.checkpoint}: model.layers '{layers}': {one_line(e)}")
+        except (KeyError, IndexError, ValueError) as e:
             die(f"{args.checkpoint}: model.layers '{layers}' does not fit its /params ({one_line(e)})")
         state = list(torch_layers.state_dict(torch, params, buffers).items())
         image = params.get("layers.0.weight") is not None and params["layers.0.weight"].ndim == 4

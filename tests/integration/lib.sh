@@ -7,6 +7,8 @@
 # EXIT traps below turn into a FAIL line naming the script line, and exit 1.
 set -Eeuo pipefail
 MPIDDP=${MPIDDP:-$(pwd)/build/mpiddp}
+# Exported: the Python tools ask this binary how model.layers resolves (python/mpiddp_tools/binary.py).
+export MPIDDP
 MPIEXEC=${MPIEXEC:-mpirun}
 MPIDDP_SOURCE_DIR=${MPIDDP_SOURCE_DIR:-$(pwd)}
 TEST_NAME=$(basename "$0")

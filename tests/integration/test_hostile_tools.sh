@@ -222,9 +222,17 @@ bad_checkpoint() {  # NAME EXPECTED CONFIG [EDIT]
 bad_checkpoint hidden "model.hidden 'abc' is not a list of widths" $'[model]\nhidden = abc\n'
 bad_checkpoint huge-hidden "has 1000000000x8" $'[model]\nhidden = 1000000000\n'
 bad_checkpoint dropout "model.dropout 'x' is not a probability" $'[model]\nhidden = 16\ndropout = x\n'
-bad_checkpoint eps "eps is not a finite number" $'[model]\nlayers = linear(16) batchnorm1d(eps=inf) linear(3)\n' batchnorm
-bad_checkpoint dropout-layer "dropout probability" $'[model]\nlayers = linear(16) dropout(2) linear(3)\n'
+bad_checkpoint eps "'batchnorm1d(eps=inf)': eps 'inf' is not a number" $'[model]\nlayers = linear(16) batchnorm1d(eps=inf) linear(3)\n' batchnorm
+bad_checkpoint dropout-layer "'dropout(2)': p '2' is not a number in [0, 1)" $'[model]\nlayers = linear(16) dropout(2) linear(3)\n'
 bad_checkpoint group-param "/params/layers.0.weight is not a numeric array" $'[model]\nhidden = 16\n' group-param
+# model.layers goes to `mpiddp inspect layers` as one argument (--list=...): a list that looks like an option is
+# still a list, refused by mpiddp's grammar.
+bad_checkpoint option-list "'--classes=1': '--classes=1' is not a layer name" $'[model]\nlayers = --classes=1\n'
+bad_checkpoint no-weight "layer 2 (layers.1) 'batchnorm1d': no parameter layers.1.weight" \
+  $'[model]\nlayers = linear(16) batchnorm1d linear(3)\n'
+checkpoint "$TT/layers.h5" $'[model]\nlayers = linear(16) relu linear(3)\n'
+refused to-torch-no-binary to-torch "MPIDDP='$TT/no-mpiddp' is not an executable file" \
+  env MPIDDP="$TT/no-mpiddp" "$PYTHON" "$SCRIPTS/to-torch" "$TT/layers.h5" "$TT/layers.pt"
 bad_checkpoint binary-config "not UTF-8" $'[model]\nhidden = 16\n' binary-config
 [ ! -e "$TT/new.pt" ] && pass "to-torch: no OUT.pt where --module could not be written" || fail "to-torch wrote new.pt alone"
 no_temp_files "to-torch" "$TT"

@@ -4,7 +4,8 @@ usage: compare_layers.py CASES.h5 SCRIPTS_DIR
 
 SCRIPTS_DIR is the checkout's scripts/; the tools' package is next to it
 (python/mpiddp_tools). For each case: the torch.nn.Sequential of its layer list
-(python/mpiddp_tools/torch_layers.py) gets mpiddp's parameters, buffers and
+(python/mpiddp_tools/torch_layers.py, which asks the mpiddp binary how the list
+resolves: $MPIDDP, else the checkout's build/mpiddp) gets mpiddp's parameters, buffers and
 num_batches_tracked (load_state_dict, strict), runs forward in the case's mode
 and backward with the case's dy; the output, the input gradient, every parameter
 gradient and, after the step, the running statistics and num_batches_tracked
