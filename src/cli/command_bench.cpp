@@ -147,7 +147,7 @@ int command_bench(const std::vector<std::string>& args) {
   check_bench_sizes("bench gemm", config, inputs, outputs, 1);
   check_seconds(seconds);
   std::vector<int> widths = {inputs};
-  for (int w : config.model.hidden_sizes) widths.push_back(w);
+  for (int w : config.model.hidden) widths.push_back(w);
   widths.push_back(outputs);
   cpu::set_blas_threads(threads);
   GemmMlp mlp(widths, batch);

@@ -131,7 +131,7 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
       settings.insert(settings.end(), {"--model.input_shape", input_shape});
     }
     config = load_config("", settings);
-    if (!config.model.input_dims.empty()) inputs = static_cast<int>(element_count(config.model.input_dims));
+    if (!config.model.input_shape.empty()) inputs = static_cast<int>(element_count(config.model.input_shape));
     check_bench_sizes("bench mlp", config, inputs, outputs, group.local_size());
   });
   Communicator& comm = group.world();
@@ -139,8 +139,8 @@ int command_bench_mlp(const std::vector<std::string>& args, ProcessGroup& group)
   // with one line after dist.timeout_s (it stays on until the process ends).
   Watchdog::instance().start(config.dist.timeout_s, comm.rank());
   ComputeSetup compute = setup_compute(config, group);
-  const Shape sample = config.model.input_dims.empty() ? Shape{static_cast<std::size_t>(inputs)}
-                                                       : Shape(config.model.input_dims.begin(), config.model.input_dims.end());
+  const Shape sample = config.model.input_shape.empty() ? Shape{static_cast<std::size_t>(inputs)}
+                                                       : Shape(config.model.input_shape.begin(), config.model.input_shape.end());
   auto model = build_model(config.model, sample, static_cast<std::size_t>(outputs), 1, compute.device);
   auto optimizer = make_optimizer(config.optim, compute.device);
 

@@ -109,7 +109,21 @@ class Schema {
     add_range(key, target, range);
   }
 
-  // Parses every enum-valued key's text, in schema order.
+  // A list-valued key is read as text and parsed once, by resolve_choices(), into
+  // its typed field: the only copy of the setting. The dump and --help show it in
+  // its canonical written form.
+  template <class T>
+  void add_list(const std::string& key, std::vector<T>* target, const std::string& help,
+                std::vector<T> (*parse)(const std::string& where, const std::string& text),
+                std::string (*format)(const std::vector<T>&)) {
+    std::string* text = &texts_.emplace_back(format(*target));
+    options_.add_options()(key.c_str(), po::value<std::string>(text)->default_value(*text), help.c_str());
+    add_entry(key, [target, format] { return format(*target); });
+    resolvers_.push_back(
+        [key, target, text, parse](const Origin& origin) { *target = parse(origin.of(key), *text); });
+  }
+
+  // Parses every enum-valued and list-valued key's text, in schema order.
   void resolve_choices(const Origin& origin) const {
     for (const auto& resolve : resolvers_) resolve(origin);
   }
@@ -183,6 +197,10 @@ constexpr double kMaxBucketMiB = 65536.0;     // 64 GiB in one gradient bucket
 constexpr double kMaxSeconds = 1e7;           // about 115 days
 constexpr int kMaxThreads = 1024;
 
+// The list-valued keys' parsers (below) and written forms.
+std::vector<int> parse_widths(const std::string& where, const std::string& text);
+std::vector<std::size_t> parse_input_shape(const std::string& where, const std::string& text);
+std::vector<AugmentStep> parse_augment(const std::string& where, const std::string& text);
 // Every key once: where it is stored, its help text and, for numbers, the values
 // it accepts. This is the one table of ranges; validate() adds the rules between keys.
 void describe(Schema& s, Config& c) {
@@ -194,17 +212,20 @@ void describe(Schema& s, Config& c) {
   s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
   s.add("data.shuffle", &c.data.shuffle, "shuffle each epoch (seed + epoch)");
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
-  s.add("data.augment", &c.data.augment,
-        "training-sample transforms in order, space separated: hflip (flip, p = 0.5), crop(P) (random crop "
-        "after zero padding by P pixels); empty = none");
+  s.add_list("data.augment", &c.data.augment,
+             "training-sample transforms in order, space separated: hflip (flip, p = 0.5), crop(P) (random crop "
+             "after zero padding by P pixels); empty = none",
+             parse_augment, written_form);
   s.add("model.layers", &c.model.layers,
         "layer list, e.g. 'conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(128) relu linear' "
         "(empty = the MLP of model.hidden)");
-  s.add("model.input_shape", &c.model.input_shape,
-        "shape of one sample, C,H,W (or H,W); empty = the shards' sample_shape attribute");
+  s.add_list("model.input_shape", &c.model.input_shape,
+             "shape of one sample, C,H,W (or H,W); empty = the shards' sample_shape attribute", parse_input_shape,
+             written_form);
   s.add("model.sync_batchnorm", &c.model.sync_batchnorm,
         "BatchNorm statistics over the global batch of all ranks (PyTorch's SyncBatchNorm)");
-  s.add("model.hidden", &c.model.hidden, "hidden layer widths, comma separated (when model.layers is empty)");
+  s.add_list("model.hidden", &c.model.hidden, "hidden layer widths, comma separated (when model.layers is empty)",
+             parse_widths, written_form);
   s.add("model.activation", &c.model.activation, "{}");
   s.add("model.dropout", &c.model.dropout, "dropout probability after hidden activations", from_below(0, 1));
   s.add("model.classes", &c.model.classes, "output classes, 0 = shards' num_classes attribute", at_least(0));
@@ -346,9 +367,6 @@ std::vector<AugmentStep> parse_augment(const std::string& where, const std::stri
 
 // The rules between keys, after every key passed its own range.
 void validate(Config& c, const Origin& origin) {
-  c.model.hidden_sizes = parse_widths(origin.of("model.hidden"), c.model.hidden);
-  if (!c.model.input_shape.empty())
-    c.model.input_dims = parse_input_shape(origin.of("model.input_shape"), c.model.input_shape);
   if (!c.model.layers.empty() && c.model.dropout > 0.0)
     bad(origin.of("model.dropout"), "model.dropout",
         "applies to the model.hidden MLP only; with model.layers, write dropout(p) in the list");
@@ -358,7 +376,6 @@ void validate(Config& c, const Origin& origin) {
         std::string("'") + name_of(c.model.activation) +
             "' applies to the model.hidden MLP only; with model.layers, write the activation (" +
             choice_list<ActivationKind>() + ") in the list");
-  c.data.augment_steps = parse_augment(origin.of("data.augment"), c.data.augment);
   if (c.model.classes == 1)
     bad(origin.of("model.classes"), "model.classes",
         "1 class cannot be told apart from anything; use at least 2, or 0 for the shards' num_classes");
@@ -376,6 +393,26 @@ void validate(Config& c, const Origin& origin) {
 }
 
 }  // namespace
+
+namespace {
+template <class T>
+std::string comma_list(const std::vector<T>& values) {
+  std::string text;
+  for (const T& v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+}  // namespace
+
+std::string written_form(const std::vector<int>& values) { return comma_list(values); }
+std::string written_form(const std::vector<std::size_t>& values) { return comma_list(values); }
+std::string written_form(const std::vector<AugmentStep>& steps) {
+  std::string text;
+  for (const AugmentStep& step : steps) {
+    text += (text.empty() ? "" : " ") + std::string(name_of(step.kind));
+    if (step.kind == AugmentKind::crop) text += "(" + std::to_string(step.padding) + ")";
+  }
+  return text;
+}
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;

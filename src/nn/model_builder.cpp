@@ -135,12 +135,12 @@ namespace {
 // The MLP shorthand's layers: Linear + activation (+ Dropout) per hidden width, then Linear.
 std::vector<std::unique_ptr<Layer>> mlp_layers(const ModelConfig& model, std::size_t outputs) {
   const std::size_t per_width = model.dropout > 0.0 ? 3 : 2;
-  const std::size_t count = model.hidden_sizes.size() * per_width + 1;
+  const std::size_t count = model.hidden.size() * per_width + 1;
   if (count > kMaxLayers)
-    throw LayerError(std::to_string(model.hidden_sizes.size()) + " hidden widths make " + std::to_string(count) +
+    throw LayerError(std::to_string(model.hidden.size()) + " hidden widths make " + std::to_string(count) +
                      " layers; at most " + std::to_string(kMaxLayers));
   std::vector<std::unique_ptr<Layer>> layers;
-  for (int width : model.hidden_sizes) {
+  for (int width : model.hidden) {
     layers.push_back(std::make_unique<Linear>(static_cast<std::size_t>(width)));
     layers.push_back(std::make_unique<Activation>(model.activation));
     if (model.dropout > 0.0) layers.push_back(std::make_unique<Dropout>(model.dropout, layers.size()));

@@ -22,7 +22,7 @@ struct Parts {
 // else the shards' sample_shape. `known` is false when neither was given and the
 // list is not the MLP (which flattens any shape): then flat features are a guess.
 Shape model_input(const Config& config, const JobShape& shape, bool& known) {
-  Shape sample(config.model.input_dims.begin(), config.model.input_dims.end());
+  Shape sample(config.model.input_shape.begin(), config.model.input_shape.end());
   if (sample.empty()) sample = shape.sample_shape;
   known = !sample.empty() || config.model.layers.empty();
   if (sample.empty()) sample = {shape.features};
@@ -77,7 +77,7 @@ Parts parts_of(const Config& config, const JobShape& shape) {
 
 // "model.layers = '...'"; a long list is cut.
 std::string model_text(const Config& config) {
-  std::string text = config.model.layers.empty() ? "model.hidden = '" + config.model.hidden + "'"
+  std::string text = config.model.layers.empty() ? "model.hidden = '" + written_form(config.model.hidden) + "'"
                                                  : "model.layers = '" + config.model.layers + "'";
   return text.size() > 100 ? text.substr(0, 96) + "...'" : text;
 }

@@ -108,7 +108,7 @@ void check_same_input_shape(const std::string& path, const TrainingState& then, 
   const auto stored = written.find("model.input_shape");
   if (stored == written.end()) return;  // written before model.input_shape existed
   const std::vector<std::size_t> was = stored->second.empty() ? data_shape : dims_of(stored->second);
-  const std::vector<std::size_t> is = config.model.input_dims.empty() ? data_shape : config.model.input_dims;
+  const std::vector<std::size_t> is = config.model.input_shape.empty() ? data_shape : config.model.input_shape;
   if (was == is) return;
   const std::string shown = was.empty() ? "'" + stored->second + "'" : dims_text(was);
   throw IncompatibleCheckpoint(path + ": written for input shape " + shown + " (model.input_shape), this job has " +
@@ -126,9 +126,10 @@ void check_same_widths(const std::string& path, const TrainingState& then, const
     text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
     return text;
   };
-  if (widths(hidden->second) != widths(config.model.hidden))
+  const std::string mine = written_form(config.model.hidden);
+  if (widths(hidden->second) != mine)
     throw IncompatibleCheckpoint(path + ": written for model.hidden = '" + hidden->second + "', this job has '" +
-                                 config.model.hidden + "' (a checkpoint of another model)");
+                                 mine + "' (a checkpoint of another model)");
 }
 
 [[noreturn]] void refuse_position(const std::string& path, const char* attribute, std::int64_t value,

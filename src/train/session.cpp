@@ -111,9 +111,9 @@ void TrainingSession::open_data(int ranks_on_node) {
     } else {
       outputs = train_data->target_dim();
     }
-    if (!config.data.augment_steps.empty())
-      augmenter.emplace(config.data.augment_steps,
-                        augment_image_shape(config.data.augment_steps, train_data->sample_shape(), config.data.train),
+    if (!config.data.augment.empty())
+      augmenter.emplace(config.data.augment,
+                        augment_image_shape(config.data.augment, train_data->sample_shape(), config.data.train),
                         config.train.seed);
     check_memory_budget(config,
                         {train_data->size(), train_data->feature_dim(), outputs, ranks_on_node, config.data.train,
@@ -142,10 +142,10 @@ void TrainingSession::build_model() {
 
 // One sample's shape: model.input_shape, else the shards' sample_shape attribute.
 Shape TrainingSession::input_shape() const {
-  const std::vector<std::size_t>& dims = config.model.input_dims;
+  const std::vector<std::size_t>& dims = config.model.input_shape;
   if (dims.empty()) return train_data->sample_shape();
   if (element_count(dims) != train_data->feature_dim())
-    throw InputError("model.input_shape " + config.model.input_shape + " has " + std::to_string(element_count(dims)) +
+    throw InputError("model.input_shape " + written_form(config.model.input_shape) + " has " + std::to_string(element_count(dims)) +
                      " elements, but the samples of " + config.data.train + " have " +
                      std::to_string(train_data->feature_dim()) + " features");
   return dims;

@@ -172,7 +172,7 @@ TEST_CASE("GPU softmax cross-entropy matches the CPU for narrow and wide rows, t
 
 TEST_CASE("GPU model gradients match finite differences and runs repeat bit for bit", "[gpu]") {
   ModelConfig mc;
-  mc.hidden_sizes = {16, 8};
+  mc.hidden = {16, 8};
   mc.activation = ActivationKind::tanh;
   auto model = build_mlp(mc, 12, 3, 5, &gpu());
   MpiCommunicator self(MPI_COMM_SELF);

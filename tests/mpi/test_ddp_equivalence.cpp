@@ -76,7 +76,7 @@ struct RunSpec {
 std::vector<float> train(Communicator& comm, const Data& data, const RunSpec& spec, int steps,
                          std::size_t* state_floats = nullptr) {
   ModelConfig mc;
-  mc.hidden_sizes = {32, 16};
+  mc.hidden = {32, 16};
   mc.activation = ActivationKind::tanh;
   auto model = build_mlp(mc, kFeatures, kClasses, 7, test_device());
   GradientReducer reducer(model->parameters(), comm, static_cast<std::size_t>(spec.bucket_mb * 1048576),
@@ -253,7 +253,7 @@ TEST_CASE("ZeRO shards: contiguous, 16-float aligned, covering the buffer", "[mp
 TEST_CASE("buckets follow reverse registration order and the size caps", "[mpi][ddp]") {
   MpiCommunicator world(MPI_COMM_WORLD);
   ModelConfig mc;
-  mc.hidden_sizes = {256, 128};
+  mc.hidden = {256, 128};
   auto model = build_mlp(mc, 784, 10, 1);  // 235146 parameters = 940584 bytes
   GradientReducer one(model->parameters(), world, 1 << 20, 25 << 20);
   REQUIRE(one.buckets().size() == 1);

@@ -213,9 +213,9 @@ TEST_CASE("a model has at most kMaxLayers layers, as a list or as model.hidden",
   CHECK(parse_layer_list(list).size() == kMaxLayers);
   CHECK(parse_refusal(list + "linear") == "10001 layers; at most 10000");
   ModelConfig config;
-  config.hidden_sizes.assign(5000, 4);
+  config.hidden.assign(5000, 4);
   CHECK_THROWS_WITH(build_mlp(config, 8, 3, 1), "model.hidden: 5000 hidden widths make 10001 layers; at most 10000");
-  config.hidden_sizes.assign(4999, 4);
+  config.hidden.assign(4999, 4);
   CHECK(build_mlp(config, 8, 3, 1)->layers().size() == 9999);
 }
 

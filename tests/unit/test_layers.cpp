@@ -37,7 +37,7 @@ double loss_of(Sequential& model, const Matrix& x, const std::vector<std::int32_
 
 void check_model_gradients(ActivationKind activation) {
   ModelConfig config;
-  config.hidden_sizes = {7, 5};
+  config.hidden = {7, 5};
   config.activation = activation;
   auto model = build_mlp(config, 6, 4, 123);
   const Matrix x = random_matrix(9, 6, 7);
@@ -149,7 +149,7 @@ TEST_CASE("dropout keeps the expectation and is a pure function of its counters"
 
 TEST_CASE("weight initialisation is seeded and PyTorch-bounded", "[nn]") {
   ModelConfig config;
-  config.hidden_sizes = {16};
+  config.hidden = {16};
   auto a = build_mlp(config, 100, 3, 42), b = build_mlp(config, 100, 3, 42), c = build_mlp(config, 100, 3, 43);
   const auto& p = a->parameters();
   bool same = true, differs = false;

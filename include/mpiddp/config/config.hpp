@@ -20,6 +20,12 @@ struct AugmentStep {
   bool operator==(const AugmentStep&) const = default;
 };
 
+// A list setting in its written form ("256,128", "1,28,28", "hflip crop(4)"), as
+// the resolved dump and --help show it.
+std::string written_form(const std::vector<int>& values);
+std::string written_form(const std::vector<std::size_t>& values);
+std::string written_form(const std::vector<AugmentStep>& steps);
+
 struct DataConfig {
   std::string train;                 // shard directory, glob or single .h5 file
   std::string test;                  // same, evaluated after each epoch (optional)
@@ -29,18 +35,15 @@ struct DataConfig {
   int prefetch = 4;                  // batches read ahead by the loader thread
   bool shuffle = true;
   bool drop_last = false;            // DistributedSampler's drop_last
-  std::string augment;               // training-sample transforms, whitespace separated ("" = none)
-  std::vector<AugmentStep> augment_steps;  // parsed from `augment`
+  std::vector<AugmentStep> augment;  // training-sample transforms in order (written "hflip crop(4)"; empty = none)
 };
 
 struct ModelConfig {
   // A Sequential layer list (see nn/model_builder.hpp); "" = the MLP of `hidden`.
   std::string layers;
-  std::string input_shape;           // "C,H,W" (or "H,W", "F"): overrides the shards' sample_shape
-  std::vector<std::size_t> input_dims;  // parsed from `input_shape`, empty = from the shards
+  std::vector<std::size_t> input_shape;  // C,H,W (or H,W, F): overrides the shards' sample_shape; empty = theirs
   bool sync_batchnorm = false;       // BatchNorm statistics over all ranks' batches (SyncBatchNorm)
-  std::string hidden = "256,128";    // hidden widths, comma separated ("" = linear model)
-  std::vector<int> hidden_sizes;     // parsed from `hidden`
+  std::vector<int> hidden = {256, 128};  // hidden widths (written "256,128"; empty = linear model)
   ActivationKind activation = ActivationKind::relu;
   double dropout = 0.0;              // after every hidden activation, 0 = none
   int classes = 0;                   // 0 = take the shards' num_classes attribute
