@@ -69,6 +69,15 @@ for sync in false true; do
     || fail "CNN (sync_batchnorm $sync): emulated GPU differs from the CPU"
 done
 
+# LayerNorm (rows of 12 and 8 values per sample) through the same path.
+ln=(--model.layers "linear(12) layernorm gelu linear(8) layernorm(eps=1e-3) tanh linear" --model.dropout 0)
+run ln-cpu 2 "${ln[@]}" || fail "layernorm MLP on the cpu: exit $?"
+run ln-emu 2 "${ln[@]}" --debug.emulate_device true --train.share_device true \
+  || fail "layernorm MLP on the emulated GPU: exit $?"
+same_parameters "$(latest_checkpoint "$WORK/ln-cpu")" "$(latest_checkpoint "$WORK/ln-emu")" \
+  && pass "LayerNorm MLP: emulated GPU ends bit-identical to the CPU" \
+  || fail "LayerNorm MLP: emulated GPU differs from the CPU"
+
 # Evaluation, metrics and the loss curve match the CPU's exactly.
 cmp -s <(grep '"type": *"eval"' "$WORK/cpu2/metrics.jsonl") <(grep '"type": *"eval"' "$WORK/emu2/metrics.jsonl") \
   && pass "test loss and accuracy records identical" || fail "eval records differ"
