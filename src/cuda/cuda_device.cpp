@@ -36,6 +36,7 @@ CudaDevice::~CudaDevice() {
   if (unwinding()) return;
   drain(compute_, "waiting for the GPU at the end");
   drain(copy_, "waiting for the batch copies at the end");
+  release_families();  // cuDNN's handle lives on compute_: destroy it while that stream exists
   for (Slot& s : slots_) {
     s.features = Matrix();
     free_pinned(s.pinned);
@@ -86,8 +87,14 @@ void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes)
   wait_for_compute("cudaMemcpy device->host");
 }
 
+// `host` is usually pageable and often a temporary that dies when the caller
+// returns; CUDA does not promise that an asynchronous copy has finished reading
+// pageable memory when cudaMemcpyAsync returns, so wait for the copy (the batches,
+// the hot path, come through pinned slots instead: stage()).
 void CudaDevice::copy_to_device(void* device, const void* host, std::size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_), "cudaMemcpy host->device");
+  if (!bytes) return;
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_), "cudaMemcpy host->device");
+  wait_for_compute("cudaMemcpy host->device");
 }
 
 void CudaDevice::copy_within(void* to, const void* from, std::size_t bytes) {

@@ -55,6 +55,9 @@ class CudaTimeline : public TraceAnnotator {
                       reference_ns_ + static_cast<std::int64_t>(end_ms * 1e6));
     }
     spans_.clear();
+    // Every span's events are read: the pool is reused from here (the reference,
+    // pool_[0], stays), so it holds at most two events per span between flushes.
+    if (open_.empty()) used_ = 1;
   }
 
  private:

@@ -12,7 +12,7 @@ namespace mpiddp::cuda {
 
 // The legacy (descriptor) API, which cuDNN 9 still ships in libcudnn.so.9.
 #define MPIDDP_CUDNN_FUNCTIONS(X)                                                                           \
-  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)               \
+  X(cudnnGetVersion) X(cudnnGetCudartVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)               \
   X(cudnnCreateTensorDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnSetTensor4dDescriptor)             \
   X(cudnnCreateFilterDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnSetFilter4dDescriptor)             \
   X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor)                                  \

@@ -2,11 +2,12 @@
 // headers> from the library path (LD_LIBRARY_PATH, ld.so.cache), else from the
 // folder the build found it in. Its major version must be the build's: the
 // descriptor API's types and enums are only stable within one major version.
+#include <cuda_runtime_api.h>  // CUDART_VERSION
 #include <dlfcn.h>
 #include <link.h>
 
-
 #include "cudnn_api.hpp"
+#include "cudnn_requirements.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cuda.hpp"
 
@@ -60,6 +61,19 @@ Loaded load() {
   if (version / 10000 != CUDNN_MAJOR) {
     out.info.problem = out.info.library + " is cuDNN " + out.info.version + ", but this mpiddp was built with " +
                        std::to_string(CUDNN_MAJOR) + ".x";
+    return out;
+  }
+  // cuDNN opens its sub-libraries later, by bare name, at the first convolution;
+  // open them now so that a missing or broken one is this line, not a failed step.
+  for (const std::string& part : cudnn_sublibraries(CUDNN_MAJOR)) {
+    if (!open_library(part, problem)) {
+      out.info.problem = "cuDNN " + out.info.version + " is incomplete: " + problem;
+      return out;
+    }
+  }
+  out.info.problem = cudart_mismatch(static_cast<int>(out.api.cudnnGetCudartVersion()), CUDART_VERSION);
+  if (!out.info.problem.empty()) {
+    out.info.problem = out.info.library + ": " + out.info.problem;
     return out;
   }
   out.info.loaded = true;

@@ -2,6 +2,8 @@
 // gradients against finite differences. Run with MPIDDP_TEST_DEVICE=cuda under
 // mpirun -n 1 (mpi_main.cpp skips with exit 77 when no GPU is usable).
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <memory>
 #include <cmath>
 #include <vector>
 
@@ -25,6 +27,23 @@
 using namespace mpiddp;
 using namespace mpiddp::test;
 
+
+TEST_CASE("copy_to_device returns when its host buffer may be reused", "[gpu]") {
+  // Many copies from one pageable buffer, each overwritten at once: every copy
+  // must have read its own values (64 MiB each, so a copy still queued shows).
+  const std::size_t count = std::size_t{16} << 20;
+  std::vector<float> host(count);
+  std::vector<std::unique_ptr<OnGpu>> copies;
+  for (int round = 0; round < 3; ++round) {
+    std::fill(host.begin(), host.end(), static_cast<float>(round));
+    copies.push_back(std::make_unique<OnGpu>(host));  // OnGpu copies with copy_to_device
+  }
+  std::fill(host.begin(), host.end(), -1.0f);
+  for (int round = 0; round < 3; ++round) {
+    const auto back = copies[static_cast<std::size_t>(round)]->host();
+    CHECK(std::all_of(back.begin(), back.end(), [&](float v) { return v == static_cast<float>(round); }));
+  }
+}
 
 TEST_CASE("GPU linear layer matches the CPU in fp32", "[gpu]") {
   const int n = 37, in = 53, out = 29;  // odd sizes: no lucky alignment

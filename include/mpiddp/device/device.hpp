@@ -69,6 +69,7 @@ class Device {
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void release(void* data) = 0;
   virtual void copy_to_host(void* host, const void* device, std::size_t bytes) = 0;  // waits
+  // Returns when `host` may be freed or reused (the CUDA device waits for the copy).
   virtual void copy_to_device(void* device, const void* host, std::size_t bytes) = 0;
   virtual void copy_within(void* to, const void* from, std::size_t bytes) = 0;
   // The most device memory held at once through allocate() (summary.json's
@@ -96,6 +97,10 @@ class Device {
   // Makes this device's implementation of every family registered for `kind`
   // (op_registry.hpp); called once by the device's constructor.
   void provide_registered(DeviceKind kind);
+  // Destroys the families now: a device whose families hold handles on its own
+  // streams (cuDNN's, on the compute stream) calls this in its destructor before
+  // it destroys those streams; the base class would destroy them only afterwards.
+  void release_families() { families_.clear(); }
 
  private:
   OpFamily& find_ops(const std::type_info& family) const;

@@ -69,16 +69,21 @@ struct ConvScratch final : LayerScratch {
   cudnnConvolutionFwdAlgo_t forward{};
   cudnnConvolutionBwdDataAlgo_t backward_data{};
   cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+  // The math type each chosen algorithm was ranked with (set on `conv` before
+  // its call, as PyTorch does), and the one `conv` holds now.
+  cudnnMathType_t forward_math{}, data_math{}, filter_math{}, conv_math{};
   std::size_t forward_bytes = 0, data_bytes = 0, filter_bytes = 0;
   Scratch<unsigned char> workspace;
 };
 
 // The first of cuDNN's ranked candidates (then `fallback`) that succeeds, is
 // deterministic, may run in the precision's math and whose workspace, asked of
-// workspace_of(algo, &bytes), fits the limit.
+// workspace_of(algo, &bytes), fits the limit; `math` gets the math type it was
+// ranked with (with tensor cores allowed; in fp32 always FMA: cuDNN's default
+// math would allow TF32 on Ampere and later).
 template <class Perf, class Algo, class WorkspaceOf>
 Algo choose(const Perf* perf, int found, Algo fallback, bool tensor_ops_allowed, WorkspaceOf workspace_of,
-            std::size_t& bytes, const char* what, const ConvGeometry& g) {
+            std::size_t& bytes, cudnnMathType_t& math, const char* what, const ConvGeometry& g) {
   auto fits = [&](Algo algo) {
     std::size_t need = 0;
     if (workspace_of(algo, &need) != CUDNN_STATUS_SUCCESS || need > kWorkspaceLimit) return false;
@@ -90,8 +95,12 @@ Algo choose(const Perf* perf, int found, Algo fallback, bool tensor_ops_allowed,
     if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
     if (!tensor_ops_allowed && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    if (fits(p.algo)) return p.algo;
+    if (fits(p.algo)) {
+      math = tensor_ops_allowed ? p.mathType : CUDNN_FMA_MATH;
+      return p.algo;
+    }
   }
+  math = tensor_ops_allowed ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   if (fits(fallback)) return fallback;
   throw RuntimeError(std::string("cuDNN offers no deterministic ") + what + " algorithm within " +
                      std::to_string(kWorkspaceLimit >> 20) + " MiB of workspace for " + geometry_text(g));
@@ -120,6 +129,7 @@ class CudnnConvOps final : public ConvOps {
     if (g.n == 0) return;
     ConvScratch& s = plan(scratch, g);
     const float one = 1.0f, zero = 0.0f;
+    use_math(s, s.forward_math);
     check(api_->cudnnConvolutionForward(handle_, &one, s.x, x, s.w, weight, s.conv, s.forward, workspace(s),
                                         s.forward_bytes, &zero, s.y, y),
           "cudnnConvolutionForward");
@@ -131,6 +141,7 @@ class CudnnConvOps final : public ConvOps {
     if (g.n == 0) return;
     ConvScratch& s = plan(scratch, g);
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    use_math(s, s.filter_math);
     check(api_->cudnnConvolutionBackwardFilter(handle_, &one, s.x, x, s.y, dy, s.conv, s.backward_filter,
                                                workspace(s), s.filter_bytes, &beta, s.w, dweight),
           "cudnnConvolutionBackwardFilter");
@@ -142,12 +153,20 @@ class CudnnConvOps final : public ConvOps {
     if (g.n == 0) return;
     ConvScratch& s = plan(scratch, g);
     const float one = 1.0f, zero = 0.0f;
+    use_math(s, s.data_math);
     check(api_->cudnnConvolutionBackwardData(handle_, &one, s.w, weight, s.y, dy, s.conv, s.backward_data,
                                              workspace(s), s.data_bytes, &zero, s.x, dx),
           "cudnnConvolutionBackwardData");
   }
 
  private:
+
+  // Puts the math type an algorithm was chosen with on the descriptor before its call.
+  void use_math(ConvScratch& s, cudnnMathType_t math) {
+    if (s.conv_math == math) return;
+    check(api_->cudnnSetConvolutionMathType(s.conv, math), "cudnnSetConvolutionMathType");
+    s.conv_math = math;
+  }
 
   static void* workspace(ConvScratch& s) {
     return s.workspace.get(std::max({s.forward_bytes, s.data_bytes, s.filter_bytes}));
@@ -171,8 +190,8 @@ class CudnnConvOps final : public ConvOps {
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     const bool tensor_ops = precision != Precision::fp32;
-    check(api.cudnnSetConvolutionMathType(s.conv, tensor_ops ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
-          "cudnnSetConvolutionMathType");
+    s.conv_math = tensor_ops ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    check(api.cudnnSetConvolutionMathType(s.conv, s.conv_math), "cudnnSetConvolutionMathType");
 
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t forward[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -184,7 +203,7 @@ class CudnnConvOps final : public ConvOps {
         [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
           return api.cudnnGetConvolutionForwardWorkspaceSize(handle_, s.x, s.w, s.conv, s.y, algo, bytes);
         },
-        s.forward_bytes, "forward", g);
+        s.forward_bytes, s.forward_math, "forward", g);
 
     cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     check(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, s.w, s.y, s.conv, s.x,
@@ -195,7 +214,7 @@ class CudnnConvOps final : public ConvOps {
         [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
           return api.cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, s.w, s.y, s.conv, s.x, algo, bytes);
         },
-        s.data_bytes, "backward-data", g);
+        s.data_bytes, s.data_math, "backward-data", g);
 
     cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     check(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, s.x, s.y, s.conv, s.w,
@@ -206,7 +225,7 @@ class CudnnConvOps final : public ConvOps {
         [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
           return api.cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, s.x, s.y, s.conv, s.w, algo, bytes);
         },
-        s.filter_bytes, "backward-filter", g);
+        s.filter_bytes, s.filter_math, "backward-filter", g);
 
     s.shape = g;
     s.precision = precision;
