@@ -21,6 +21,7 @@ class CudaTimeline : public TraceAnnotator {
   explicit CudaTimeline(cudaStream_t stream) : stream_(stream) {}
   ~CudaTimeline() override {
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+    if (reference_) cudaEventDestroy(reference_);
   }
 
   void push(const char* name, int index) override {
@@ -55,9 +56,9 @@ class CudaTimeline : public TraceAnnotator {
                       reference_ns_ + static_cast<std::int64_t>(end_ms * 1e6));
     }
     spans_.clear();
-    // Every span's events are read: the pool is reused from here (the reference,
-    // pool_[0], stays), so it holds at most two events per span between flushes.
-    if (open_.empty()) used_ = 1;
+    // Every span's events are read: the pool is reused from here, so it holds at
+    // most two events per span between flushes (the reference is not in it).
+    if (open_.empty()) used_ = 0;
   }
 
  private:
@@ -78,12 +79,15 @@ class CudaTimeline : public TraceAnnotator {
   }
 
   // Once, at the first span: the device catches up and the host notes the time.
+  // The reference event is its own, outside the pool that flush() recycles.
   void start_reference() {
-    reference_ = record();
-    if (!reference_ || cudaEventSynchronize(reference_) != cudaSuccess) {
-      reference_ = nullptr;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) return;
+    if (cudaEventRecord(e, stream_) != cudaSuccess || cudaEventSynchronize(e) != cudaSuccess) {
+      cudaEventDestroy(e);
       return;
     }
+    reference_ = e;
     reference_ns_ = Tracer::now_ns();
   }
 

@@ -93,10 +93,15 @@ Algo choose(const Perf* perf, int found, Algo fallback, bool tensor_ops_allowed,
   for (int i = 0; i < found; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!tensor_ops_allowed && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
+    // Never a down-conversion of float data to half (below TF32's precision).
+    if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+    if (!tensor_ops_allowed && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
     if (fits(p.algo)) {
       math = tensor_ops_allowed ? p.mathType : CUDNN_FMA_MATH;
+      // The size was asked under the descriptor's math; the ranking's own
+      // figure is for the math type the algorithm will run with.
+      bytes = std::max(bytes, p.memory);
+      if (bytes > kWorkspaceLimit) continue;
       return p.algo;
     }
   }

@@ -24,7 +24,7 @@ class CpuLayerNormOps final : public LayerNormOps {
       float* out = y + static_cast<std::size_t>(r) * g.d;
       for (int j = 0; j < g.d; ++j) out[j] = ew::layernorm_value(row[j], mean, rstd, weight[j], bias[j]);
       saved[r] = mean;
-      saved[g.rows + r] = rstd;
+      saved[static_cast<std::size_t>(g.rows) + r] = rstd;
     }
   }
 
@@ -33,7 +33,7 @@ class CpuLayerNormOps final : public LayerNormOps {
     std::vector<double> sum_dw(g.d, 0.0), sum_db(g.d, 0.0);
     for (int r = 0; r < g.rows; ++r) {
       const std::size_t at = static_cast<std::size_t>(r) * g.d;
-      const float mean = saved[r], rstd = saved[g.rows + r];
+      const float mean = saved[r], rstd = saved[static_cast<std::size_t>(g.rows) + r];
       double sum_g = 0.0, sum_g_xhat = 0.0;
       for (int j = 0; j < g.d; ++j) {
         const float xhat = (x[at + j] - mean) * rstd;

@@ -29,7 +29,7 @@ __global__ void forward_kernel(const float* x, float* y, const float* weight, co
   for (int j = lane; j < g.d; j += kWarp) out[j] = ew::layernorm_value(row[j], mean, rstd, weight[j], bias[j]);
   if (lane == 0) {
     saved[r] = mean;
-    saved[g.rows + r] = rstd;
+    saved[static_cast<std::size_t>(g.rows) + r] = rstd;
   }
 }
 
@@ -38,7 +38,7 @@ __global__ void backward_input_kernel(const float* x, const float* dy, const flo
   const int r = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (r >= g.rows) return;
   const std::size_t at = static_cast<std::size_t>(r) * g.d;
-  const float mean = saved[r], rstd = saved[g.rows + r];
+  const float mean = saved[r], rstd = saved[static_cast<std::size_t>(g.rows) + r];
   double sum_g = 0.0, sum_g_xhat = 0.0;
   for (int j = lane; j < g.d; j += kWarp) {
     const float grad = dy[at + j] * weight[j];
@@ -53,12 +53,12 @@ __global__ void backward_input_kernel(const float* x, const float* dy, const flo
 
 __global__ void backward_params_kernel(const float* x, const float* dy, const float* saved, float* dweight,
                                        float* dbias, bool accumulate, LayerNormGeometry g) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (j >= g.d) return;
   double sum_dw = 0.0, sum_db = 0.0;
   for (int r = 0; r < g.rows; ++r) {
     const std::size_t at = static_cast<std::size_t>(r) * g.d + j;
-    sum_dw += static_cast<double>(dy[at]) * ((x[at] - saved[r]) * saved[g.rows + r]);
+    sum_dw += static_cast<double>(dy[at]) * ((x[at] - saved[r]) * saved[static_cast<std::size_t>(g.rows) + r]);
     sum_db += dy[at];
   }
   dweight[j] = (accumulate ? dweight[j] : 0.0f) + static_cast<float>(sum_dw);
@@ -86,8 +86,9 @@ void layernorm_backward_input(const float* x, const float* dy, const float* weig
 void layernorm_backward_params(const float* x, const float* dy, const float* saved, float* dweight, float* dbias,
                                bool accumulate, const LayerNormGeometry& g, cudaStream_t s) {
   if (g.d <= 0) return;
-  backward_params_kernel<<<blocks_for(static_cast<std::size_t>(g.d)), kThreads, 0, s>>>(x, dy, saved, dweight,
-                                                                                        dbias, accumulate, g);
+  // One thread per column, every column (no cap on the blocks, unlike blocks_for).
+  const unsigned blocks = static_cast<unsigned>((static_cast<std::size_t>(g.d) + kThreads - 1) / kThreads);
+  backward_params_kernel<<<blocks, kThreads, 0, s>>>(x, dy, saved, dweight, dbias, accumulate, g);
   check_launch("layernorm_backward_params");
 }
 
