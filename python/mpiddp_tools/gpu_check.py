@@ -28,8 +28,10 @@ the table names the one mpiddp opened.
 Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
-Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 420 s); about 5 minutes
-on an H200 are expected.
+Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 390 s: the whole check
+then ends within about 400 s, one call of the device tool under 7 minutes); about 5 minutes on an H200 are
+expected. A step that the budget does not leave time to start, or that is stopped because the budget ran out
+(not at its own limit), is a SKIP with that reason.
 Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 version) is missing; 77 when there is no usable GPU.
 GPU_CHECK_DRY_RUN=1 checks the runner itself on a machine without a GPU (CI does, with the system's MPI,
@@ -54,6 +56,21 @@ import time
 from .errors import one_line
 from .runs import read_records, read_summary
 
+# The time budget (GPU_CHECK_BUDGET_S). The whole check must fit in one call of the device tool of under 7 minutes
+# (420 s; the tool allows 600). Every step's limit is trimmed to what is left of the budget, less its kill grace, so
+# no step runs past the deadline; outside the budget are only the start (Python, a temporary folder: under a second),
+# and the end (the logs packed, the scratch folder removed: a few seconds). 390 + ~10 < 420.
+# The per-step limits (GPU run) are hang guards, not a plan: gpu_ops 150, gpu_ddp_2ranks 120, matmul_bf16 60,
+# big_mlp_nccl 90, big_mlp_staged 90, small_mlp 60, big_cnn_tf32 90, prepare_fmnist 120, the four fmnist rows 4 x 120,
+# zero_w2_shared_bf16 120 + 180, the two cnn rows 2 x 120, gpu_training 240, the two sanitizer rows 2 x 120: 2280 s
+# in all, nearly 6 budgets, and each alone below the budget. What is expected to fit is the steps' real durations
+# (about 5 minutes on an H200, not measured end to end yet); a row the budget cuts short or never reaches is a SKIP
+# with the reason, never a FAIL, and the check still ends in time.
+DEFAULT_BUDGET_S = 390
+KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is killed this much later
+MIN_STEP_S = 15    # a step with less than this left of the budget is not started
+BUDGET_SPENT = "time budget (GPU_CHECK_BUDGET_S) spent"
+BUDGET_RAN_OUT = "time budget (GPU_CHECK_BUDGET_S) ran out during the step"
 # The CUDA libraries mpiddp links; without one it cannot start.
 REQUIRED = ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2")
 NO_SHARDS = "no shards (prepare_fmnist did not pass)"
@@ -207,17 +224,23 @@ def model_size(free_mib):
 
 class Check:
     """The table, its rows and the steps' bookkeeping: after run_step, rc (an exit status, or "budget" when too
-    little of the time budget was left to start the step) and secs (its whole seconds) describe the step."""
+    little of the time budget was left to start the step), secs (its whole seconds), timed_out (stopped at its
+    limit) and cut (stopped at a limit that the budget had trimmed: the budget ran out, not the step's own time; the
+    reason, else "") describe the step."""
 
     def __init__(self, out, budget_s):
         self.start = time.monotonic()
         self.out, self.logs, self.table = out, os.path.join(out, "logs"), os.path.join(out, "table.txt")
         self.deadline = self.seconds() + budget_s
-        self.rc, self.secs, self.failed = 0, 0, 0
+        self.rc, self.secs, self.failed, self.cut, self.timed_out = 0, 0, 0, "", False
 
     def seconds(self):
         """Whole seconds since the check began (bash's SECONDS)."""
         return int(time.monotonic() - self.start)
+
+    def left(self):
+        """Whole seconds a step may still run: the budget left, less the kill grace and 5 s for the bookkeeping."""
+        return self.deadline - self.seconds() - KILL_GRACE_S - 5
 
     def log(self, name):
         return os.path.join(self.logs, f"{name}.log")
@@ -246,18 +269,20 @@ class Check:
         self.row(name, "SKIP", detail)
 
     def run_step(self, name, limit, command, env=None):
-        """COMMAND under `timeout`, within the budget (the limit shrinks to what is left), its output in NAME's log."""
-        left, start = self.deadline - self.seconds() - 5, self.seconds()
-        self.secs, self.rc = 0, 0
-        if left < 15:
+        """COMMAND under `timeout`, within the budget, its output in NAME's log. The limit shrinks to what is left
+        (left()), so that even a step killed after the grace ends before the deadline; with less than MIN_STEP_S
+        left it does not start (rc "budget")."""
+        left, start, started = self.left(), self.seconds(), time.monotonic()
+        self.secs, self.rc, self.cut, self.timed_out = 0, 0, "", False
+        if left < MIN_STEP_S:
             self.rc = "budget"
             with open(self.log(name), "w") as f:
                 f.write("gpu-check: not started: the time budget is spent\n")
             return
-        limit = min(limit, left)
+        own, limit = limit, min(limit, left)
         with open(self.log(name), "w") as f:
             try:
-                self.rc = subprocess.run(["timeout", "-k", "10", str(limit), *command], stdout=f,
+                self.rc = subprocess.run(["timeout", "-k", str(KILL_GRACE_S), str(limit), *command], stdout=f,
                                          stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {}))).returncode
             except OSError as e:
                 f.write(f"gpu-check: cannot run timeout: {e.strerror}\n")
@@ -265,9 +290,19 @@ class Check:
         if self.rc < 0:
             self.rc = 128 - self.rc  # killed by signal N: the shell's 128 + N
         self.secs = self.seconds() - start
-        if self.rc in (124, 137):
+        # 124: timeout stopped it; 137: killed, by timeout after the grace, or by something else (the kernel's OOM
+        # killer) before the limit: no time-out. Only a stop at a limit the budget trimmed is the budget's doing.
+        self.timed_out = self.rc in (124, 137) and time.monotonic() - started >= limit
+        if self.timed_out:
+            if limit < own:
+                self.cut = f"{BUDGET_RAN_OUT} (stopped after {limit} s of its {own})"
             with open(self.log(name), "a") as f:
-                f.write(f"gpu-check: stopped after {limit} s\n")
+                f.write(f"gpu-check: {self.cut or f'stopped after {limit} s'}\n")
+
+    def budget_reason(self):
+        """Why the last step has no verdict of its own, when the budget is the reason: it was not started, or it was
+        stopped because the budget ran out. "" otherwise."""
+        return BUDGET_SPENT if self.rc == "budget" else self.cut
 
     def why(self, name):
         """Why a step failed, in one line: its error line, else its last line."""
@@ -283,9 +318,9 @@ class Check:
         elif self.rc == 77:
             skipped = re.search(r"SKIPPED: .*", first(lines_of(self.log(name)), r"SKIPPED: "))
             self.row(name, "SKIP", skipped.group(0)[9:160] if skipped else "")
-        elif self.rc == "budget":
-            self.row(name, "SKIP", "time budget (GPU_CHECK_BUDGET_S) spent")
-        elif self.rc in (124, 137):
+        elif self.budget_reason():
+            self.row(name, "SKIP", self.budget_reason())
+        elif self.timed_out:
             self.row(name, "FAIL", f"timed out: {self.why(name)}")
         else:
             self.row(name, "FAIL", f"exit {self.rc}: {self.why(name)}")
@@ -294,7 +329,7 @@ class Check:
 class GpuCheck(Check):
     def __init__(self, src, out, scratch, background):
         open(os.path.join(out, "table.txt"), "w").close()
-        budget = os.environ.get("GPU_CHECK_BUDGET_S") or "420"
+        budget = os.environ.get("GPU_CHECK_BUDGET_S") or str(DEFAULT_BUDGET_S)
         super().__init__(out, int(budget) if budget.strip().isdigit() else 0)
         if not budget.strip().isdigit():
             self.die(f"GPU_CHECK_BUDGET_S={budget}: not a whole number of seconds")
@@ -541,6 +576,8 @@ class GpuCheck(Check):
         if not os.path.isdir(f"{self.data}/train"):
             return self.skip(name, NO_SHARDS)
         self.secs = 0
+        if self.left() < MIN_STEP_S:
+            return self.skip(name, BUDGET_SPENT)
         ballast_log = self.log(f"{name}-ballast")
 
         def last_ballast_line():
@@ -566,15 +603,18 @@ class GpuCheck(Check):
             ballast.wait()
 
         def wait_ready():
+            """Up to 60 s, and no longer than the budget leaves."""
             for _ in range(120):
                 if os.path.exists(ready) and os.path.getsize(ready) > 0:
                     return True
-                if ballast.poll() is not None:
+                if ballast.poll() is not None or self.left() < MIN_STEP_S:
                     return False
                 time.sleep(0.5)
             return False
         if not wait_ready():
             stop_ballast()
+            if self.left() < MIN_STEP_S:
+                return self.row(name, "SKIP", f"{BUDGET_SPENT} (waiting for the ballast)")
             return self.row(name, "SKIP", f"the ballast did not start: {last_ballast_line()}")
         free_mib = output(["nvidia-smi", f"--id={gpu}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
         free_mib = free_mib.split("\n")[0]
@@ -590,11 +630,14 @@ class GpuCheck(Check):
         on_gpu = {"CUDA_VISIBLE_DEVICES": gpu}
         self.run_step(f"{name}-stage0", 120, [*train, "--run.dir", f"{self.scratch}/{name}-0", "--ddp.zero_stage", "0"],
                       on_gpu)
-        rc0, secs0 = self.rc, self.secs
+        rc0, secs0, budget0 = self.rc, self.secs, self.budget_reason()
         self.run_step(name, 180, [*train, "--run.dir", f"{self.scratch}/{name}-1", "--ddp.zero_stage", "1"], on_gpu)
         self.secs += secs0
         stop_ballast()
         sized = f"free {free_mib} MiB, hidden {hidden},{hidden} ({params} parameters)"
+        if budget0 or self.budget_reason():
+            # Neither stage 0's out-of-memory nor stage 1's training can be judged from a run the budget stopped.
+            return self.row(name, "SKIP", f"stage {0 if budget0 else 1}: {budget0 or self.budget_reason()}")
         if self.rc != 0:
             return self.row(name, "FAIL", f"stage 1 did not train ({sized}): {self.why(name)}")
         if not first(lines_of(self.log(f"{name}-stage0")), "out of memory", re.I):
