@@ -21,7 +21,8 @@ reason:
                             The CNN rows SKIP, with the reason, when this process finds no cuDNN.
   gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
   sanitizer_memcheck, sanitizer_racecheck
-                            a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU)
+                            a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU;
+                            an invalid access or race it reports is a FAIL: sanitizer_outcome)
 cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB) from mpiddp's library path: the
 toolkit's folders and PyTorch's wheels (site-packages/nvidia/cudnn/lib) as above, and /usr/lib/x86_64-linux-gnu;
 the table names the one mpiddp opened.
@@ -211,6 +212,60 @@ def cnn_detail(run_dir):
         return False, None
 
 
+# compute-sanitizer's output, line by line: its own lines start with its prefix, "========= " by default.
+SANITIZER_LINE = r"^=+ "
+# Its wordings for "I cannot check on this device, driver or installation", matched anywhere (no program of ours
+# prints them; CUDA's own error strings say "operation not supported", "insufficient", "unsupported display driver"):
+# "Device not supported" (an unsupported GPU, or a virtualized one: seen under gVisor, the GPU machine's other
+# runtime, followed by error 999 at the first allocation), "... not supported on this device/GPU/platform", an
+# unsupported or incompatible driver, and a missing injection library (a broken installation: nothing is
+# instrumented).
+SANITIZER_REFUSED = (r"device (is )?not supported|not supported on this (device|gpu|platform|system)"
+                     r"|unsupported (device|gpu|platform)"
+                     r"|driver( version)? (is )?(not supported|unsupported|incompatible)"
+                     r"|unable to find (the )?injection library")
+# Only on the sanitizer's own lines: words the program under it could print too.
+SANITIZER_REFUSED_OWN = r"(unable|failed) to (attach|initialize)|no attachable process"
+# What it reports only after instrumenting kernels, so the device was not refused: memcheck's invalid and misaligned
+# accesses, out-of-bounds addresses, leaks and malloc/free errors, hardware exceptions; racecheck's races and hazards;
+# initcheck's uninitialized reads; synccheck's barrier errors.
+SANITIZER_FINDING = (r"^=+ +(Error: |Warning: )?(Invalid (__global__|__shared__|__local__|global|shared|local"
+                     r"|generic|PC)|Misaligned|Out-of-range|Address 0x[0-9a-f]+ is out of bounds|Uninitialized "
+                     r"|Race reported|(Potential )?(RAW|WAR|WAW) hazard|.*hazard detected|Barrier error"
+                     r"|Divergent thread|Malloc/Free error|Leaked [0-9]+ bytes|Hardware Stack Overflow"
+                     r"|Illegal (address|instruction))")
+# "ERROR SUMMARY: 3 errors", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)".
+SANITIZER_SUMMARY = r"(ERROR|RACECHECK) SUMMARY: ([0-9]+)"
+
+
+def sanitizer_outcome(lines, rc):
+    """(verdict, detail) of a run under compute-sanitizer with --error-exitcode 86 from its output LINES and exit
+    status RC, or None when its output decides nothing (then the step's usual verdict: PASS on exit 0, else FAIL,
+    or SKIP for the time budget).
+    - A finding (an invalid access, a race, ...) is a FAIL: the sanitizer instrumented the kernels, whatever else
+      its output says.
+    - Else a refusal of the device, driver or installation (SANITIZER_REFUSED) is a SKIP with its line: nothing
+      was checked. The errors that follow one (error 999 at the first allocation under gVisor, counted in "ERROR
+      SUMMARY: 1 error", the program's own exit and "Target application returned an error") are its consequences.
+    - Else errors it counted (exit 86, or a summary of 1 or more) are a FAIL with the summary and the first error.
+    "Target application returned an error" alone only says the program failed: no refusal, the usual verdict."""
+    def strip(line):
+        return re.sub(SANITIZER_LINE, "", line, count=1).strip()
+    summary = strip(first(lines, SANITIZER_SUMMARY))
+    finding = first(lines, SANITIZER_FINDING, re.I)
+    if finding:
+        return "FAIL", f"{summary or 'errors'}: {strip(finding)[:120]}"
+    refused = first(lines, SANITIZER_REFUSED, re.I) or first(
+        [line for line in lines if re.match(SANITIZER_LINE, line)], SANITIZER_REFUSED_OWN, re.I)
+    if refused:
+        return "SKIP", f"compute-sanitizer refused the GPU: {strip(refused)[:120]}"
+    counted = re.search(SANITIZER_SUMMARY, summary)
+    if rc == 86 or (counted and int(counted.group(2)) > 0):
+        error = strip(first(lines, r"^=+ +(Error:|Program hit)"))[:120]
+        return "FAIL", f"{summary or 'errors'}" + (f": {error}" if error else "")
+    return None
+
+
 def model_size(free_mib):
     """(parameters, hidden width) of the ZeRO row's MLP 784-H-H-10 from the GPU's free MiB, both "" when the
     number is not one. P = usable / 28 bytes: usable = free - 1 GiB per rank (context, workspaces, activations);
@@ -324,6 +379,16 @@ class Check:
             self.row(name, "FAIL", f"timed out: {self.why(name)}")
         else:
             self.row(name, "FAIL", f"exit {self.rc}: {self.why(name)}")
+
+
+    def sanitizer_row(self, name):
+        """The row of a step run under compute-sanitizer: sanitizer_outcome's, else the usual verdict."""
+        lines = lines_of(self.log(name))
+        outcome = sanitizer_outcome(lines, self.rc)
+        if outcome:
+            return self.row(name, *outcome)
+        summary = first(lines, SANITIZER_SUMMARY)
+        self.verdict(name, re.sub(SANITIZER_LINE, "", summary, count=1).strip() or "no summary line")
 
 
 class GpuCheck(Check):
@@ -700,18 +765,7 @@ class GpuCheck(Check):
                                       "--data.train", f"{self.data}/train", "--data.test", f"{self.data}/test",
                                       "--run.dir", os.path.join(self.scratch, name), "--train.device", "cuda",
                                       "--dist.backend", "mpi", "--train.max_steps", "20"])
-            lines = lines_of(self.log(name))
-
-            def found(pattern, flags=0):
-                return re.sub(r"^=* *", "", first(lines, pattern, flags), count=1)
-            summary = found(r"(ERROR|RACECHECK) SUMMARY")
-            refused = found(r"device not supported|not supported on this|unable to (attach|initialize)", re.I)
-            if refused and self.rc != 0:
-                self.row(name, "SKIP", f"compute-sanitizer refused the GPU: {refused[:120]}")
-            elif self.rc == 86:
-                self.row(name, "FAIL", f"{summary or 'errors'}: {found(r'^=+ (Invalid|Error|.*hazard)')[:120]}")
-            else:
-                self.verdict(name, summary or "no summary line")
+            self.sanitizer_row(name)
 
     # ---- the table, last ----
     def finish(self):

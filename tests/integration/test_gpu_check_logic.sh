@@ -7,6 +7,15 @@
 #    trimmed limit, and one killed early (no time-out) are still FAILs; a step with
 #    no time left is not started (SKIP, budget spent); the default budget leaves the
 #    whole check inside one device call of under 7 minutes
+#  - compute-sanitizer: sample outputs. A refusal of the device (gVisor's "Device not
+#    supported" followed by error 999 and "ERROR SUMMARY: 1 error", unprefixed,
+#    "not supported on this device", an unsupported driver, a missing injection
+#    library, a failed attach) is a SKIP with the line; a genuine report (an invalid
+#    __global__ read with "ERROR SUMMARY: 3 errors", a race, an API error, a
+#    summary counting errors) is a FAIL, also beside a refusal's wording; "Target
+#    application returned an error" alone, or the program's own "unable to
+#    initialize", is no refusal (the usual verdict: FAIL); a clean run decides
+#    nothing (the usual verdict: PASS)
 # The checks print "ok: ..." or "FAIL: ..." lines; any FAIL line fails the test.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null || skip "needs python3"
@@ -90,6 +99,86 @@ os.makedirs(os.path.join(out2, "logs"))
 d = g.GpuCheck(src, out2, work, [])
 check(d.deadline - d.seconds() == g.DEFAULT_BUDGET_S and g.DEFAULT_BUDGET_S + 10 < 420,
       f"default budget {d.deadline - d.seconds()} s (+ ~10 s outside it) < 420 s")
+# ---- compute-sanitizer's output ----
+S = "========= "
+GVISOR = [S + "COMPUTE-SANITIZER",
+          S + "Error: Device not supported. Please refer to the \"Supported Devices\" section of the sanitizer "
+              "documentation",
+          S + "Program hit cudaErrorUnknown (error 999) due to \"unknown error\" on CUDA API call to cudaMalloc.",
+          S + "    Saved host backtrace up to driver entry point at error",
+          "mpiddp: error: cudaMalloc: unknown error",
+          S + "Target application returned an error",
+          S + "ERROR SUMMARY: 1 error"]
+MEMCHECK = [S + "COMPUTE-SANITIZER",
+            S + "Invalid __global__ read of size 4 bytes",
+            S + "    at relu_forward(const float *, float *, unsigned long)+0x70 in elementwise.cu:42",
+            S + "    by thread (255,0,0) in block (3,0,0)",
+            S + "    Address 0x7f3a00000400 is out of bounds",
+            S + "Invalid __global__ read of size 4 bytes",
+            S + "Invalid __global__ read of size 4 bytes",
+            "epoch 1/15 step 20/469 loss 0.61",
+            S + "ERROR SUMMARY: 3 errors"]
+RACECHECK = [S + "COMPUTE-SANITIZER",
+             S + "Error: Race reported between Write access at softmax_rows(...)+0x1c0 in loss.cu:88",
+             S + "    and Read access at softmax_rows(...)+0x200 in loss.cu:91 [4 hazards]",
+             S + "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"]
+CLEAN = [S + "COMPUTE-SANITIZER", "epoch 1/15 step 20/469 loss 0.61", S + "ERROR SUMMARY: 0 errors"]
+cases = [
+    # (what, lines, rc, expected verdict or None for the usual one, text the detail must hold)
+    ("gVisor: Device not supported, then error 999 counted (exit 86)", GVISOR, 86, "SKIP", "Device not supported"),
+    ("the same, the program's own exit 1", GVISOR, 1, "SKIP", "Device not supported"),
+    ("Device not supported without the prefix", ["Device not supported", "ERROR SUMMARY: 1 error"], 1, "SKIP",
+     "Device not supported"),
+    ("not supported on this device", [S + "Error: this feature is not supported on this device"], 1, "SKIP",
+     "not supported on this device"),
+    ("an unsupported driver", [S + "Error: The driver version is not supported by this sanitizer"], 1, "SKIP",
+     "driver version is not supported"),
+    ("a missing injection library", [S + "Error: Unable to find injection library libsanitizer-collection.so"], 1,
+     "SKIP", "injection library"),
+    ("a failed attach", [S + "Error: Unable to attach to the target process"], 1, "SKIP", "Unable to attach"),
+    ("a refusal, even when the program exited 0", GVISOR[:2] + CLEAN[1:], 0, "SKIP", "Device not supported"),
+    ("memcheck: invalid __global__ reads, ERROR SUMMARY: 3 errors", MEMCHECK, 86, "FAIL",
+     "ERROR SUMMARY: 3 errors: Invalid __global__ read of size 4 bytes"),
+    ("racecheck: a race", RACECHECK, 86, "FAIL", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings): Error: "
+     "Race reported"),
+    ("a finding beside a refusal's wording", GVISOR[:2] + MEMCHECK[1:], 86, "FAIL", "Invalid __global__ read"),
+    ("an API error counted, no refusal (exit 86)",
+     [S + "Program hit cudaErrorInvalidValue (error 1) due to \"invalid argument\" on CUDA API call to cudaMemcpy.",
+      S + "ERROR SUMMARY: 1 error"], 86, "FAIL", "ERROR SUMMARY: 1 error: Program hit cudaErrorInvalidValue"),
+    ("errors counted, another exit status", [S + "ERROR SUMMARY: 2 errors"], 1, "FAIL", "ERROR SUMMARY: 2 errors"),
+    ("an internal error, no refusal (exit 86)", [S + "Error: Internal Sanitizer Error: out of resources",
+                                                 S + "ERROR SUMMARY: 1 error"], 86, "FAIL",
+     "ERROR SUMMARY: 1 error: Error: Internal Sanitizer Error"),
+    ("Target application returned an error alone", [S + "COMPUTE-SANITIZER", "mpiddp: error: no such file",
+                                                    S + "Target application returned an error",
+                                                    S + "ERROR SUMMARY: 0 errors"], 2, None, ""),
+    ("the program's own 'unable to initialize'", ["mpiddp: error: unable to initialize the reader",
+                                                  S + "ERROR SUMMARY: 0 errors"], 2, None, ""),
+    ("a clean run", CLEAN, 0, None, ""),
+]
+CASES_BY_NAME = {case[0]: case[1] for case in cases}
+for what, lines, rc, verdict, text in cases:
+    got = g.sanitizer_outcome(lines, rc)
+    ok = got is None if verdict is None else (got is not None and got[0] == verdict and text in got[1])
+    check(ok, f"sanitizer, {what} (exit {rc}): {got or 'the usual verdict'}")
+
+# In the runner (Check.sanitizer_row, as sanitizers() calls it): a step's log read back and its row.
+out3 = os.path.join(work, "sanitizer")
+os.makedirs(os.path.join(out3, "logs"))
+open(os.path.join(out3, "table.txt"), "w").close()
+c = g.Check(out3, 1000)
+for what, lines, rc, verdict, text in [
+        ("gVisor's refusal", GVISOR, 86, "SKIP", "compute-sanitizer refused the GPU: Error: Device not supported"),
+        ("memcheck's report", MEMCHECK, 86, "FAIL", "ERROR SUMMARY: 3 errors: Invalid __global__ read"),
+        ("a clean run", CLEAN, 0, "PASS", "ERROR SUMMARY: 0 errors"),
+        ("the program failing on its own", CASES_BY_NAME["Target application returned an error alone"], 2, "FAIL",
+         "exit 2: mpiddp: error: no such file")]:
+    c.failed = 0
+    c.run_step("sanitizer_memcheck", 60, ["sh", "-c", 'printf "%s\\n" "$@"; exit ' + str(rc), "sh", *lines])
+    c.sanitizer_row("sanitizer_memcheck")
+    row = last_row(c)
+    check(row.split()[:2] == ["sanitizer_memcheck", verdict] and text in row and c.failed == (verdict == "FAIL"),
+          f"the runner's row for {what}: {row}")
 print("logic checks done")
 PY
 cat "$WORK/logic.log"
