@@ -15,6 +15,7 @@ reason:
                             Fashion-MNIST MLP, 15 epochs: world 1 over NCCL, world 2 sharing one GPU over MPI
   zero_w2_shared_bf16       ddp.zero_stage 1 against 0, 2 ranks sharing the GPU over MPI, bf16: a model sized
                             from the free memory (behind a PyTorch ballast) that stage 0 cannot hold and stage 1 trains
+                            (18 and 14 bytes per parameter per rank; ZERO_FREE_GIB, ZERO_RANK_RESERVE_GIB: zero_sizing)
   cnn_fmnist_{fp32,bf16}    a small CNN (conv/BatchNorm/ReLU/max-pool/linear) on Fashion-MNIST, 300 steps: the
                             loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
   big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
@@ -41,6 +42,7 @@ MPI, short runs and a small MLP; the steps that need a GPU SKIP with the reason.
 The runner needs only the Python standard library; python3 on PATH is asked for PyTorch's CUDA libraries
 and runs the ZeRO row's ballast (PyTorch), as the GPU machine's python3 has them.
 """
+import collections
 import glob
 import math
 import os
@@ -182,12 +184,14 @@ def fmnist_detail(summary_path, floor):
 
 
 def zero_detail(summary_path, params):
-    """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below stage 0's 16 bytes per parameter."""
+    """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below what stage 0's parameters, gradients
+    and AdamW moments alone hold (16 bytes per parameter). peak_device_bytes counts mpiddp's own allocations, not the
+    layers' bf16 weight copies (2 more bytes at both stages) nor the CUDA context: like is compared with like."""
     s = read_summary(summary_path)
     try:
         peak = s["peak_device_bytes"]
         text = (f"stage 0 out of memory, stage 1 trained: peak device {peak / 2**30:.2f} GiB/rank "
-                f"(stage 0 would hold {16 * params / 2**30:.2f}), state "
+                f"(stage 0's state alone would be {16 * params / 2**30:.2f}), state "
                 f"{s['optimizer_state_bytes_per_rank'] / 2**30:.2f} GiB/rank, {s['train_samples_per_s']:.0f} samples/s")
         return 0 < peak < 16 * params, text
     except (KeyError, TypeError, ValueError):
@@ -266,15 +270,76 @@ def sanitizer_outcome(lines, rc):
     return None
 
 
-def model_size(free_mib):
-    """(parameters, hidden width) of the ZeRO row's MLP 784-H-H-10 from the GPU's free MiB, both "" when the
-    number is not one. P = usable / 28 bytes: usable = free - 1 GiB per rank (context, workspaces, activations);
-    per rank stage 0 holds 16 bytes per parameter (1.14 x usable), stage 1 12 (0.86 x)."""
+# ---- the ZeRO row's model: stage 0 cannot hold it, stage 1 can ----
+ZERO_RANKS = 2  # sharing the one GPU
+# Device bytes per parameter on each rank at the peak of a bf16 AdamW step (the MLP's weights are nearly all of its
+# parameters; the 2 x 64 x H activations and their bf16 copies are in the reserve below):
+#   fp32 parameters 4 + fp32 gradients 4 (the flat gradient buffer is full size at every stage: docs/zero.md, "Stage
+#   2 is not done") + AdamW's two fp32 moments 8 at stage 0, 8 / 2 ranks = 4 at stage 1 (each rank its shard)
+#   + the bf16 copy of each Linear's weights that forward makes and keeps for backward 2 (src/ops/dense/
+#   cuda_dense_ops.cpp; layer scratch, which summary.json's peak_device_bytes does not count).
+STAGE0_BYTES = 4 + 4 + 8 + 2                # 18
+STAGE1_BYTES = 4 + 4 + 8 // ZERO_RANKS + 2  # 14
+# What each rank holds besides, the same at both stages: the CUDA context (~0.5 GiB), the modules mpiddp loads
+# eagerly (it sets CUDA_MODULE_LOADING=EAGER: cuBLAS, cuBLASLt, NCCL and its own kernels), cuBLAS's workspace, the
+# activations, the batch slots and the allocator's rounding. Not measured on a GPU yet: 3 GiB per rank is reserved
+# (ZERO_RANK_RESERVE_GIB changes it).
+ZERO_RESERVE_GIB = 3
+# What the ballast leaves free (ZERO_FREE_GIB). The sizing below needs more than 9 reserves (27 GiB); 48 GiB gives
+# 2.6 GiB of margin each way and an MLP of about 1.5 G parameters (hidden ~38,500: one layer's weights stay below
+# 2^31 elements, each rank's shard below MPI's int counts), which two ranks' host memory and 3 steps handle quickly.
+ZERO_FREE_GIB = 48
+
+
+def mlp_parameters(hidden):
+    """Parameters of the ZeRO row's MLP 784-H-H-10 (inputs/fmnist_mlp.ini with model.hidden H,H): weights
+    784 H + H^2 + 10 H, biases 2 H + 10."""
+    return hidden * hidden + 796 * hidden + 10
+
+
+class ZeroSizing(collections.namedtuple("ZeroSizing", "params hidden free reserve stage0_need stage1_need margin")):
+    """zero_sizing's answer; bytes, but for params and hidden."""
+
+    def text(self):
+        """The row's account of the sizing."""
+        gib = 2**30
+        return (f"free {self.free / 2**20:.0f} MiB, hidden {self.hidden},{self.hidden} ({self.params} parameters): "
+                f"stage 0 needs {self.stage0_need / gib:.1f} GiB ({STAGE0_BYTES} B/parameter x {ZERO_RANKS}), "
+                f"stage 1 {self.stage1_need / gib:.1f} GiB ({STAGE1_BYTES} B/parameter and "
+                f"{self.reserve / gib:g} GiB reserved, per rank)")
+
+
+def zero_sizing(free_mib, reserve_gib=ZERO_RESERVE_GIB):
+    """The ZeRO row's model from the GPU's free memory F (MiB, as nvidia-smi says it) and the reserve R per rank
+    (GiB): (ZeroSizing, "") or (None, why not). stage0_need is what the 2 ranks' stage-0 state alone needs (no
+    overhead at all), stage1_need what 2 ranks need at stage 1 with R each, margin = stage0_need - F = F -
+    stage1_need.
+    Stage 0 must not fit even with no overhead: 2 x 18 P > F. Stage 1 must fit with the reserve: 2 x (14 P + R) < F.
+    P is where the two margins are equal: 36 P - F = F - 28 P - 2 R, so P = (F - R) / 32, and each margin is
+    (F - 9 R) / 8: there is such a P only when F > 9 R (27 GiB for R = 3). For 80 GiB free: P = 77 GiB / 32
+    (2.58 G parameters), stage 0 needs 86.6 GiB, stage 1 67.4 + 6 = 73.4 GiB, 6.6 GiB of margin each way.
+    The hidden width is the largest H with mlp_parameters(H) <= P; the needs are that model's."""
     try:
-        params = int(max(0.0, (float(free_mib) - 2 * 1024) * 2**20 / 28))
-    except (ValueError, OverflowError):
-        return "", ""
-    return params, int((-794 + math.sqrt(794**2 + 4 * params)) / 2)
+        free, reserve = float(free_mib) * 2**20, float(reserve_gib) * 2**30
+        if not (math.isfinite(free) and math.isfinite(reserve) and reserve >= 0):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        return None, f"not numbers: free '{free_mib}' MiB, reserve '{reserve_gib}' GiB per rank"
+    n, b0, b1 = ZERO_RANKS, STAGE0_BYTES, STAGE1_BYTES
+    target = (2 * free - n * reserve) / (n * (b0 + b1))  # the P of equal margins
+    hidden = int((-796 + math.sqrt(796**2 + 4 * (target - 10))) / 2) if target > 10 else 0
+    while hidden > 0 and mlp_parameters(hidden) > target:
+        hidden -= 1  # float rounding
+    params = mlp_parameters(hidden)
+    stage0_need, stage1_need = n * b0 * params, n * (b1 * params + reserve)
+    if hidden < 64 or not stage0_need > free or not stage1_need < free:
+        least = n * b0 * reserve / (b0 - b1)  # F > 9 R
+        return None, (f"{free / 2**30:.1f} GiB free is too little to size it: stage 0 must not fit and stage 1 must "
+                      f"with {reserve / 2**30:g} GiB reserved per rank, which needs over {least / 2**30:.0f} GiB")
+    if -(-params // n) > 2**31 - 1:
+        return None, (f"{params} parameters: a rank's shard would pass MPI's int counts (mpiddp refuses that at "
+                      f"stage 1); lower ZERO_FREE_GIB")
+    return ZeroSizing(params, hidden, free, reserve, stage0_need, stage1_need, free - stage1_need), ""
 
 
 class Check:
@@ -632,10 +697,14 @@ class GpuCheck(Check):
     # ---- ZeRO stage 1 where stage 0 does not fit ----
     def zero_row(self):
         """Two ranks share the GPU over MPI (NCCL needs a GPU per rank), bf16 products. A ballast tensor (PyTorch,
-        in another process) leaves ZERO_FREE_GIB (default 8) free; the MLP is sized from the free memory then
-        measured (model_size). PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
-        peak_device_bytes per rank than stage 0 would hold (16 P)."""
-        name, keep = "zero_w2_shared_bf16", os.environ.get("ZERO_FREE_GIB") or "8"
+        in another process) leaves ZERO_FREE_GIB (default 48) free; the MLP is sized from the free memory then
+        measured (zero_sizing: stage 0, 18 bytes per parameter per rank, cannot hold it even with no overhead, while
+        stage 1, 14, can with ZERO_RANK_RESERVE_GIB, default 3, per rank for the CUDA context, the eagerly loaded
+        modules and cuBLAS's workspace). PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
+        peak_device_bytes per rank than stage 0's state alone (16 P: the count leaves out the bf16 copies)."""
+        name = "zero_w2_shared_bf16"
+        keep = os.environ.get("ZERO_FREE_GIB") or str(ZERO_FREE_GIB)
+        reserve = os.environ.get("ZERO_RANK_RESERVE_GIB") or str(ZERO_RESERVE_GIB)
         if self.dry:
             return self.skip(name, "dry run: needs a GPU (the sizing is from its free memory)")
         if not os.path.isdir(f"{self.data}/train"):
@@ -683,10 +752,11 @@ class GpuCheck(Check):
             return self.row(name, "SKIP", f"the ballast did not start: {last_ballast_line()}")
         free_mib = output(["nvidia-smi", f"--id={gpu}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
         free_mib = free_mib.split("\n")[0]
-        params, hidden = model_size(free_mib)
-        if hidden == "" or hidden < 64:
+        sizing, why = zero_sizing(free_mib, reserve)
+        if not sizing:
             stop_ballast()
-            return self.row(name, "SKIP", f"cannot size the model (free '{free_mib}' MiB from nvidia-smi)")
+            return self.row(name, "SKIP", f"cannot size the model (free '{free_mib}' MiB from nvidia-smi): {why}")
+        params, hidden = sizing.params, sizing.hidden
         common = ["inputs/fmnist_mlp.ini", "--data.train", f"{self.data}/train", "--train.device", "cuda",
                   "--dist.backend", "mpi", "--train.share_device", "true", "--train.precision", "bf16",
                   "--optim.name", "adamw", "--train.max_steps", "3", "--train.eval", "false",
@@ -699,7 +769,7 @@ class GpuCheck(Check):
         self.run_step(name, 180, [*train, "--run.dir", f"{self.scratch}/{name}-1", "--ddp.zero_stage", "1"], on_gpu)
         self.secs += secs0
         stop_ballast()
-        sized = f"free {free_mib} MiB, hidden {hidden},{hidden} ({params} parameters)"
+        sized = sizing.text()
         if budget0 or self.budget_reason():
             # Neither stage 0's out-of-memory nor stage 1's training can be judged from a run the budget stopped.
             return self.row(name, "SKIP", f"stage {0 if budget0 else 1}: {budget0 or self.budget_reason()}")

@@ -16,6 +16,13 @@
 #    application returned an error" alone, or the program's own "unable to
 #    initialize", is no refusal (the usual verdict: FAIL); a clean run decides
 #    nothing (the usual verdict: PASS)
+#  - the ZeRO row's model (zero_sizing): 18 and 14 bytes per parameter per rank (bf16
+#    weight copies counted); for 80 GiB free, the default 48 GiB and every 4 GiB from
+#    28 to 128, two ranks' stage-0 state alone needs more than the free memory and
+#    stage 1 with the reserve per rank less, by the same margin; too little free
+#    memory (the old 8 GiB, 27 GiB), no number, or a model over MPI's int counts is
+#    refused with the reason; the stage-1 peak is compared with stage 0's tracked 16
+#    bytes per parameter
 # The checks print "ok: ..." or "FAIL: ..." lines; any FAIL line fails the test.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null || skip "needs python3"
@@ -179,6 +186,58 @@ for what, lines, rc, verdict, text in [
     row = last_row(c)
     check(row.split()[:2] == ["sanitizer_memcheck", verdict] and text in row and c.failed == (verdict == "FAIL"),
           f"the runner's row for {what}: {row}")
+# ---- the ZeRO row's model ----
+GIB = 2**30
+check(g.STAGE0_BYTES == 18 and g.STAGE1_BYTES == 14 and g.ZERO_RANKS == 2,
+      f"bytes per parameter per rank: stage 0 {g.STAGE0_BYTES} (4 weights + 4 gradients + 8 AdamW + 2 bf16 copy), "
+      f"stage 1 {g.STAGE1_BYTES} (AdamW halved over {g.ZERO_RANKS} ranks)")
+check(g.mlp_parameters(256) == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10,
+      "the MLP 784-H-H-10's parameters (weights and biases)")
+
+
+def sized_right(free_gib, reserve_gib=g.ZERO_RESERVE_GIB):
+    z, why = g.zero_sizing(free_gib * 1024, reserve_gib)
+    if not z:
+        return False, why
+    free, reserve = free_gib * GIB, reserve_gib * GIB
+    ok = (z.stage0_need == 2 * 18 * z.params > free                      # stage 0 cannot fit, even with no overhead
+          and z.stage1_need == 2 * (14 * z.params + reserve) < free       # stage 1 fits with the reserve per rank
+          and abs((z.stage0_need - free) - (free - z.stage1_need)) <= 64 * (2 * z.hidden + 797)  # equal margins
+          and g.mlp_parameters(z.hidden) == z.params <= (free - reserve) / 32 < g.mlp_parameters(z.hidden + 1))
+    return ok, z.text() + f", margin {z.margin / GIB:.2f} GiB"
+
+
+ok, text = sized_right(80)
+z, _ = g.zero_sizing(80 * 1024)
+check(ok and 2.5e9 < z.params < 2.6e9 and abs(z.stage0_need / GIB - 86.6) < 0.1
+      and abs(z.stage1_need / GIB - 73.4) < 0.1, f"80 GiB free: {text}")
+ok, text = sized_right(g.ZERO_FREE_GIB)
+z, _ = g.zero_sizing(g.ZERO_FREE_GIB * 1024)
+check(ok and g.ZERO_FREE_GIB == 48 and z.margin > 2.5 * GIB and z.hidden ** 2 < 2**31 and z.params // 2 < 2**31,
+      f"the default {g.ZERO_FREE_GIB} GiB free: {text}")
+bad = [(f, t) for f in range(28, 129, 4) for ok, t in [sized_right(f)] if not ok]
+check(not bad, f"28 to 128 GiB free, every 4 GiB: both conditions hold{f' but not at {bad[:1]}' if bad else ''}")
+ok, text = sized_right(48, 2)
+check(ok, f"another reserve (ZERO_RANK_RESERVE_GIB=2): {text}")
+for free_mib, what in [(8 * 1024, "the old default 8 GiB"), (27 * 1024, "27 GiB = 9 reserves"),
+                       ("[N/A]", "nvidia-smi's [N/A]"), ("", "no answer")]:
+    z, why = g.zero_sizing(free_mib)
+    check(z is None and why, f"{what} is refused: {why}")
+z, why = g.zero_sizing(48 * 1024, "x")
+check(z is None and "not numbers" in why, f"a reserve that is no number is refused: {why}")
+z, why = g.zero_sizing(200 * 1024)
+check(z is None and "MPI's int counts" in why, f"a model whose shard passes MPI's counts is refused: {why}")
+
+# Stage 1's peak (mpiddp's own allocations: no bf16 copies, no context) against stage 0's 16 bytes per parameter.
+import json  # noqa: E402
+P = 1_000_000_000
+for peak, want in [(12 * P + 50_000_000, True), (16 * P, False), (0, False)]:
+    path = os.path.join(work, f"summary-{peak}.json")
+    with open(path, "w") as f:
+        json.dump({"peak_device_bytes": peak, "optimizer_state_bytes_per_rank": 4 * P, "train_samples_per_s": 100.0}, f)
+    ok, text = g.zero_detail(path, P)
+    check(ok == want and "stage 0's state alone would be 14.90" in text,
+          f"stage 1's peak {peak / P:.2f} B/parameter is {'a PASS' if want else 'no PASS'}: {text}")
 print("logic checks done")
 PY
 cat "$WORK/logic.log"
