@@ -15,21 +15,25 @@ reason:
                             Fashion-MNIST MLP, 15 epochs: world 1 over NCCL, world 2 sharing one GPU over MPI
   zero_w2_shared_bf16       ddp.zero_stage 1 against 0, 2 ranks sharing the GPU over MPI, bf16: a model sized
                             from the free memory (behind a PyTorch ballast) that stage 0 cannot hold and stage 1 trains
+                            (18 and 14 bytes per parameter per rank; ZERO_FREE_GIB, ZERO_RANK_RESERVE_GIB: zero_sizing)
   cnn_fmnist_{fp32,bf16}    a small CNN (conv/BatchNorm/ReLU/max-pool/linear) on Fashion-MNIST, 300 steps: the
                             loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
   big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
                             The CNN rows SKIP, with the reason, when this process finds no cuDNN.
   gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
   sanitizer_memcheck, sanitizer_racecheck
-                            a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU)
+                            a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU;
+                            an invalid access or race it reports is a FAIL: sanitizer_outcome)
 cuDNN is opened by mpiddp at run time (not carried by the bundle: ~500 MB) from mpiddp's library path: the
 toolkit's folders and PyTorch's wheels (site-packages/nvidia/cudnn/lib) as above, and /usr/lib/x86_64-linux-gnu;
 the table names the one mpiddp opened.
 Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
-Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 420 s); about 5 minutes
-on an H200 are expected.
+Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 390 s: the whole check
+then ends within about 400 s, one call of the device tool under 7 minutes); about 5 minutes on an H200 are
+expected. A step that the budget does not leave time to start, or that is stopped because the budget ran out
+(not at its own limit), is a SKIP with that reason.
 Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 version) is missing; 77 when there is no usable GPU.
 GPU_CHECK_DRY_RUN=1 checks the runner itself on a machine without a GPU (CI does, with the system's MPI,
@@ -38,6 +42,7 @@ MPI, short runs and a small MLP; the steps that need a GPU SKIP with the reason.
 The runner needs only the Python standard library; python3 on PATH is asked for PyTorch's CUDA libraries
 and runs the ZeRO row's ballast (PyTorch), as the GPU machine's python3 has them.
 """
+import collections
 import glob
 import math
 import os
@@ -54,6 +59,21 @@ import time
 from .errors import one_line
 from .runs import read_records, read_summary
 
+# The time budget (GPU_CHECK_BUDGET_S). The whole check must fit in one call of the device tool of under 7 minutes
+# (420 s; the tool allows 600). Every step's limit is trimmed to what is left of the budget, less its kill grace, so
+# no step runs past the deadline; outside the budget are only the start (Python, a temporary folder: under a second),
+# and the end (the logs packed, the scratch folder removed: a few seconds). 390 + ~10 < 420.
+# The per-step limits (GPU run) are hang guards, not a plan: gpu_ops 150, gpu_ddp_2ranks 120, matmul_bf16 60,
+# big_mlp_nccl 90, big_mlp_staged 90, small_mlp 60, big_cnn_tf32 90, prepare_fmnist 120, the four fmnist rows 4 x 120,
+# zero_w2_shared_bf16 120 + 180, the two cnn rows 2 x 120, gpu_training 240, the two sanitizer rows 2 x 120: 2280 s
+# in all, nearly 6 budgets, and each alone below the budget. What is expected to fit is the steps' real durations
+# (about 5 minutes on an H200, not measured end to end yet); a row the budget cuts short or never reaches is a SKIP
+# with the reason, never a FAIL, and the check still ends in time.
+DEFAULT_BUDGET_S = 390
+KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is killed this much later
+MIN_STEP_S = 15    # a step with less than this left of the budget is not started
+BUDGET_SPENT = "time budget (GPU_CHECK_BUDGET_S) spent"
+BUDGET_RAN_OUT = "time budget (GPU_CHECK_BUDGET_S) ran out during the step"
 # The CUDA libraries mpiddp links; without one it cannot start.
 REQUIRED = ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2")
 NO_SHARDS = "no shards (prepare_fmnist did not pass)"
@@ -164,12 +184,14 @@ def fmnist_detail(summary_path, floor):
 
 
 def zero_detail(summary_path, params):
-    """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below stage 0's 16 bytes per parameter."""
+    """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below what stage 0's parameters, gradients
+    and AdamW moments alone hold (16 bytes per parameter). peak_device_bytes counts mpiddp's own allocations, not the
+    layers' bf16 weight copies (2 more bytes at both stages) nor the CUDA context: like is compared with like."""
     s = read_summary(summary_path)
     try:
         peak = s["peak_device_bytes"]
         text = (f"stage 0 out of memory, stage 1 trained: peak device {peak / 2**30:.2f} GiB/rank "
-                f"(stage 0 would hold {16 * params / 2**30:.2f}), state "
+                f"(stage 0's state alone would be {16 * params / 2**30:.2f}), state "
                 f"{s['optimizer_state_bytes_per_rank'] / 2**30:.2f} GiB/rank, {s['train_samples_per_s']:.0f} samples/s")
         return 0 < peak < 16 * params, text
     except (KeyError, TypeError, ValueError):
@@ -194,30 +216,151 @@ def cnn_detail(run_dir):
         return False, None
 
 
-def model_size(free_mib):
-    """(parameters, hidden width) of the ZeRO row's MLP 784-H-H-10 from the GPU's free MiB, both "" when the
-    number is not one. P = usable / 28 bytes: usable = free - 1 GiB per rank (context, workspaces, activations);
-    per rank stage 0 holds 16 bytes per parameter (1.14 x usable), stage 1 12 (0.86 x)."""
+# compute-sanitizer's output, line by line: its own lines start with its prefix, "========= " by default.
+SANITIZER_LINE = r"^=+ "
+# Its wordings for "I cannot check on this device, driver or installation", matched anywhere (no program of ours
+# prints them; CUDA's own error strings say "operation not supported", "insufficient", "unsupported display driver"):
+# "Device not supported" (an unsupported GPU, or a virtualized one: seen under gVisor, the GPU machine's other
+# runtime, followed by error 999 at the first allocation), "... not supported on this device/GPU/platform", an
+# unsupported or incompatible driver, and a missing injection library (a broken installation: nothing is
+# instrumented).
+SANITIZER_REFUSED = (r"device (is )?not supported|not supported on this (device|gpu|platform|system)"
+                     r"|unsupported (device|gpu|platform)"
+                     r"|driver( version)? (is )?(not supported|unsupported|incompatible)"
+                     r"|unable to find (the )?injection library")
+# Only on the sanitizer's own lines: words the program under it could print too.
+SANITIZER_REFUSED_OWN = r"(unable|failed) to (attach|initialize)|no attachable process"
+# What it reports only after instrumenting kernels, so the device was not refused: memcheck's invalid and misaligned
+# accesses, out-of-bounds addresses, leaks and malloc/free errors, hardware exceptions; racecheck's races and hazards;
+# initcheck's uninitialized reads; synccheck's barrier errors.
+SANITIZER_FINDING = (r"^=+ +(Error: |Warning: )?(Invalid (__global__|__shared__|__local__|global|shared|local"
+                     r"|generic|PC)|Misaligned|Out-of-range|Address 0x[0-9a-f]+ is out of bounds|Uninitialized "
+                     r"|Race reported|(Potential )?(RAW|WAR|WAW) hazard|.*hazard detected|Barrier error"
+                     r"|Divergent thread|Malloc/Free error|Leaked [0-9]+ bytes|Hardware Stack Overflow"
+                     r"|Illegal (address|instruction))")
+# "ERROR SUMMARY: 3 errors", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)".
+SANITIZER_SUMMARY = r"(ERROR|RACECHECK) SUMMARY: ([0-9]+)"
+
+
+def sanitizer_outcome(lines, rc):
+    """(verdict, detail) of a run under compute-sanitizer with --error-exitcode 86 from its output LINES and exit
+    status RC, or None when its output decides nothing (then the step's usual verdict: PASS on exit 0, else FAIL,
+    or SKIP for the time budget).
+    - A finding (an invalid access, a race, ...) is a FAIL: the sanitizer instrumented the kernels, whatever else
+      its output says.
+    - Else a refusal of the device, driver or installation (SANITIZER_REFUSED) is a SKIP with its line: nothing
+      was checked. The errors that follow one (error 999 at the first allocation under gVisor, counted in "ERROR
+      SUMMARY: 1 error", the program's own exit and "Target application returned an error") are its consequences.
+    - Else errors it counted (exit 86, or a summary of 1 or more) are a FAIL with the summary and the first error.
+    "Target application returned an error" alone only says the program failed: no refusal, the usual verdict."""
+    def strip(line):
+        return re.sub(SANITIZER_LINE, "", line, count=1).strip()
+    summary = strip(first(lines, SANITIZER_SUMMARY))
+    finding = first(lines, SANITIZER_FINDING, re.I)
+    if finding:
+        return "FAIL", f"{summary or 'errors'}: {strip(finding)[:120]}"
+    refused = first(lines, SANITIZER_REFUSED, re.I) or first(
+        [line for line in lines if re.match(SANITIZER_LINE, line)], SANITIZER_REFUSED_OWN, re.I)
+    if refused:
+        return "SKIP", f"compute-sanitizer refused the GPU: {strip(refused)[:120]}"
+    counted = re.search(SANITIZER_SUMMARY, summary)
+    if rc == 86 or (counted and int(counted.group(2)) > 0):
+        error = strip(first(lines, r"^=+ +(Error:|Program hit)"))[:120]
+        return "FAIL", f"{summary or 'errors'}" + (f": {error}" if error else "")
+    return None
+
+
+# ---- the ZeRO row's model: stage 0 cannot hold it, stage 1 can ----
+ZERO_RANKS = 2  # sharing the one GPU
+# Device bytes per parameter on each rank at the peak of a bf16 AdamW step (the MLP's weights are nearly all of its
+# parameters; the 2 x 64 x H activations and their bf16 copies are in the reserve below):
+#   fp32 parameters 4 + fp32 gradients 4 (the flat gradient buffer is full size at every stage: docs/zero.md, "Stage
+#   2 is not done") + AdamW's two fp32 moments 8 at stage 0, 8 / 2 ranks = 4 at stage 1 (each rank its shard)
+#   + the bf16 copy of each Linear's weights that forward makes and keeps for backward 2 (src/ops/dense/
+#   cuda_dense_ops.cpp; layer scratch, which summary.json's peak_device_bytes does not count).
+STAGE0_BYTES = 4 + 4 + 8 + 2                # 18
+STAGE1_BYTES = 4 + 4 + 8 // ZERO_RANKS + 2  # 14
+# What each rank holds besides, the same at both stages: the CUDA context (~0.5 GiB), the modules mpiddp loads
+# eagerly (it sets CUDA_MODULE_LOADING=EAGER: cuBLAS, cuBLASLt, NCCL and its own kernels), cuBLAS's workspace, the
+# activations, the batch slots and the allocator's rounding. Not measured on a GPU yet: 3 GiB per rank is reserved
+# (ZERO_RANK_RESERVE_GIB changes it).
+ZERO_RESERVE_GIB = 3
+# What the ballast leaves free (ZERO_FREE_GIB). The sizing below needs more than 9 reserves (27 GiB); 48 GiB gives
+# 2.6 GiB of margin each way and an MLP of about 1.5 G parameters (hidden ~38,500: one layer's weights stay below
+# 2^31 elements, each rank's shard below MPI's int counts), which two ranks' host memory and 3 steps handle quickly.
+ZERO_FREE_GIB = 48
+
+
+def mlp_parameters(hidden):
+    """Parameters of the ZeRO row's MLP 784-H-H-10 (inputs/fmnist_mlp.ini with model.hidden H,H): weights
+    784 H + H^2 + 10 H, biases 2 H + 10."""
+    return hidden * hidden + 796 * hidden + 10
+
+
+class ZeroSizing(collections.namedtuple("ZeroSizing", "params hidden free reserve stage0_need stage1_need margin")):
+    """zero_sizing's answer; bytes, but for params and hidden."""
+
+    def text(self):
+        """The row's account of the sizing."""
+        gib = 2**30
+        return (f"free {self.free / 2**20:.0f} MiB, hidden {self.hidden},{self.hidden} ({self.params} parameters): "
+                f"stage 0 needs {self.stage0_need / gib:.1f} GiB ({STAGE0_BYTES} B/parameter x {ZERO_RANKS}), "
+                f"stage 1 {self.stage1_need / gib:.1f} GiB ({STAGE1_BYTES} B/parameter and "
+                f"{self.reserve / gib:g} GiB reserved, per rank)")
+
+
+def zero_sizing(free_mib, reserve_gib=ZERO_RESERVE_GIB):
+    """The ZeRO row's model from the GPU's free memory F (MiB, as nvidia-smi says it) and the reserve R per rank
+    (GiB): (ZeroSizing, "") or (None, why not). stage0_need is what the 2 ranks' stage-0 state alone needs (no
+    overhead at all), stage1_need what 2 ranks need at stage 1 with R each, margin = stage0_need - F = F -
+    stage1_need.
+    Stage 0 must not fit even with no overhead: 2 x 18 P > F. Stage 1 must fit with the reserve: 2 x (14 P + R) < F.
+    P is where the two margins are equal: 36 P - F = F - 28 P - 2 R, so P = (F - R) / 32, and each margin is
+    (F - 9 R) / 8: there is such a P only when F > 9 R (27 GiB for R = 3). For 80 GiB free: P = 77 GiB / 32
+    (2.58 G parameters), stage 0 needs 86.6 GiB, stage 1 67.4 + 6 = 73.4 GiB, 6.6 GiB of margin each way.
+    The hidden width is the largest H with mlp_parameters(H) <= P; the needs are that model's."""
     try:
-        params = int(max(0.0, (float(free_mib) - 2 * 1024) * 2**20 / 28))
-    except (ValueError, OverflowError):
-        return "", ""
-    return params, int((-794 + math.sqrt(794**2 + 4 * params)) / 2)
+        free, reserve = float(free_mib) * 2**20, float(reserve_gib) * 2**30
+        if not (math.isfinite(free) and math.isfinite(reserve) and reserve >= 0):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        return None, f"not numbers: free '{free_mib}' MiB, reserve '{reserve_gib}' GiB per rank"
+    n, b0, b1 = ZERO_RANKS, STAGE0_BYTES, STAGE1_BYTES
+    target = (2 * free - n * reserve) / (n * (b0 + b1))  # the P of equal margins
+    hidden = int((-796 + math.sqrt(796**2 + 4 * (target - 10))) / 2) if target > 10 else 0
+    while hidden > 0 and mlp_parameters(hidden) > target:
+        hidden -= 1  # float rounding
+    params = mlp_parameters(hidden)
+    stage0_need, stage1_need = n * b0 * params, n * (b1 * params + reserve)
+    if hidden < 64 or not stage0_need > free or not stage1_need < free:
+        least = n * b0 * reserve / (b0 - b1)  # F > 9 R
+        return None, (f"{free / 2**30:.1f} GiB free is too little to size it: stage 0 must not fit and stage 1 must "
+                      f"with {reserve / 2**30:g} GiB reserved per rank, which needs over {least / 2**30:.0f} GiB")
+    if -(-params // n) > 2**31 - 1:
+        return None, (f"{params} parameters: a rank's shard would pass MPI's int counts (mpiddp refuses that at "
+                      f"stage 1); lower ZERO_FREE_GIB")
+    return ZeroSizing(params, hidden, free, reserve, stage0_need, stage1_need, free - stage1_need), ""
 
 
 class Check:
     """The table, its rows and the steps' bookkeeping: after run_step, rc (an exit status, or "budget" when too
-    little of the time budget was left to start the step) and secs (its whole seconds) describe the step."""
+    little of the time budget was left to start the step), secs (its whole seconds), timed_out (stopped at its
+    limit) and cut (stopped at a limit that the budget had trimmed: the budget ran out, not the step's own time; the
+    reason, else "") describe the step."""
 
     def __init__(self, out, budget_s):
         self.start = time.monotonic()
         self.out, self.logs, self.table = out, os.path.join(out, "logs"), os.path.join(out, "table.txt")
         self.deadline = self.seconds() + budget_s
-        self.rc, self.secs, self.failed = 0, 0, 0
+        self.rc, self.secs, self.failed, self.cut, self.timed_out = 0, 0, 0, "", False
 
     def seconds(self):
         """Whole seconds since the check began (bash's SECONDS)."""
         return int(time.monotonic() - self.start)
+
+    def left(self):
+        """Whole seconds a step may still run: the budget left, less the kill grace and 5 s for the bookkeeping."""
+        return self.deadline - self.seconds() - KILL_GRACE_S - 5
 
     def log(self, name):
         return os.path.join(self.logs, f"{name}.log")
@@ -246,18 +389,20 @@ class Check:
         self.row(name, "SKIP", detail)
 
     def run_step(self, name, limit, command, env=None):
-        """COMMAND under `timeout`, within the budget (the limit shrinks to what is left), its output in NAME's log."""
-        left, start = self.deadline - self.seconds() - 5, self.seconds()
-        self.secs, self.rc = 0, 0
-        if left < 15:
+        """COMMAND under `timeout`, within the budget, its output in NAME's log. The limit shrinks to what is left
+        (left()), so that even a step killed after the grace ends before the deadline; with less than MIN_STEP_S
+        left it does not start (rc "budget")."""
+        left, start, started = self.left(), self.seconds(), time.monotonic()
+        self.secs, self.rc, self.cut, self.timed_out = 0, 0, "", False
+        if left < MIN_STEP_S:
             self.rc = "budget"
             with open(self.log(name), "w") as f:
                 f.write("gpu-check: not started: the time budget is spent\n")
             return
-        limit = min(limit, left)
+        own, limit = limit, min(limit, left)
         with open(self.log(name), "w") as f:
             try:
-                self.rc = subprocess.run(["timeout", "-k", "10", str(limit), *command], stdout=f,
+                self.rc = subprocess.run(["timeout", "-k", str(KILL_GRACE_S), str(limit), *command], stdout=f,
                                          stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {}))).returncode
             except OSError as e:
                 f.write(f"gpu-check: cannot run timeout: {e.strerror}\n")
@@ -265,9 +410,19 @@ class Check:
         if self.rc < 0:
             self.rc = 128 - self.rc  # killed by signal N: the shell's 128 + N
         self.secs = self.seconds() - start
-        if self.rc in (124, 137):
+        # 124: timeout stopped it; 137: killed, by timeout after the grace, or by something else (the kernel's OOM
+        # killer) before the limit: no time-out. Only a stop at a limit the budget trimmed is the budget's doing.
+        self.timed_out = self.rc in (124, 137) and time.monotonic() - started >= limit
+        if self.timed_out:
+            if limit < own:
+                self.cut = f"{BUDGET_RAN_OUT} (stopped after {limit} s of its {own})"
             with open(self.log(name), "a") as f:
-                f.write(f"gpu-check: stopped after {limit} s\n")
+                f.write(f"gpu-check: {self.cut or f'stopped after {limit} s'}\n")
+
+    def budget_reason(self):
+        """Why the last step has no verdict of its own, when the budget is the reason: it was not started, or it was
+        stopped because the budget ran out. "" otherwise."""
+        return BUDGET_SPENT if self.rc == "budget" else self.cut
 
     def why(self, name):
         """Why a step failed, in one line: its error line, else its last line."""
@@ -283,18 +438,28 @@ class Check:
         elif self.rc == 77:
             skipped = re.search(r"SKIPPED: .*", first(lines_of(self.log(name)), r"SKIPPED: "))
             self.row(name, "SKIP", skipped.group(0)[9:160] if skipped else "")
-        elif self.rc == "budget":
-            self.row(name, "SKIP", "time budget (GPU_CHECK_BUDGET_S) spent")
-        elif self.rc in (124, 137):
+        elif self.budget_reason():
+            self.row(name, "SKIP", self.budget_reason())
+        elif self.timed_out:
             self.row(name, "FAIL", f"timed out: {self.why(name)}")
         else:
             self.row(name, "FAIL", f"exit {self.rc}: {self.why(name)}")
 
 
+    def sanitizer_row(self, name):
+        """The row of a step run under compute-sanitizer: sanitizer_outcome's, else the usual verdict."""
+        lines = lines_of(self.log(name))
+        outcome = sanitizer_outcome(lines, self.rc)
+        if outcome:
+            return self.row(name, *outcome)
+        summary = first(lines, SANITIZER_SUMMARY)
+        self.verdict(name, re.sub(SANITIZER_LINE, "", summary, count=1).strip() or "no summary line")
+
+
 class GpuCheck(Check):
     def __init__(self, src, out, scratch, background):
         open(os.path.join(out, "table.txt"), "w").close()
-        budget = os.environ.get("GPU_CHECK_BUDGET_S") or "420"
+        budget = os.environ.get("GPU_CHECK_BUDGET_S") or str(DEFAULT_BUDGET_S)
         super().__init__(out, int(budget) if budget.strip().isdigit() else 0)
         if not budget.strip().isdigit():
             self.die(f"GPU_CHECK_BUDGET_S={budget}: not a whole number of seconds")
@@ -532,15 +697,21 @@ class GpuCheck(Check):
     # ---- ZeRO stage 1 where stage 0 does not fit ----
     def zero_row(self):
         """Two ranks share the GPU over MPI (NCCL needs a GPU per rank), bf16 products. A ballast tensor (PyTorch,
-        in another process) leaves ZERO_FREE_GIB (default 8) free; the MLP is sized from the free memory then
-        measured (model_size). PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
-        peak_device_bytes per rank than stage 0 would hold (16 P)."""
-        name, keep = "zero_w2_shared_bf16", os.environ.get("ZERO_FREE_GIB") or "8"
+        in another process) leaves ZERO_FREE_GIB (default 48) free; the MLP is sized from the free memory then
+        measured (zero_sizing: stage 0, 18 bytes per parameter per rank, cannot hold it even with no overhead, while
+        stage 1, 14, can with ZERO_RANK_RESERVE_GIB, default 3, per rank for the CUDA context, the eagerly loaded
+        modules and cuBLAS's workspace). PASS: stage 0 stops on out-of-memory and stage 1 trains, with a lower
+        peak_device_bytes per rank than stage 0's state alone (16 P: the count leaves out the bf16 copies)."""
+        name = "zero_w2_shared_bf16"
+        keep = os.environ.get("ZERO_FREE_GIB") or str(ZERO_FREE_GIB)
+        reserve = os.environ.get("ZERO_RANK_RESERVE_GIB") or str(ZERO_RESERVE_GIB)
         if self.dry:
             return self.skip(name, "dry run: needs a GPU (the sizing is from its free memory)")
         if not os.path.isdir(f"{self.data}/train"):
             return self.skip(name, NO_SHARDS)
         self.secs = 0
+        if self.left() < MIN_STEP_S:
+            return self.skip(name, BUDGET_SPENT)
         ballast_log = self.log(f"{name}-ballast")
 
         def last_ballast_line():
@@ -566,22 +737,26 @@ class GpuCheck(Check):
             ballast.wait()
 
         def wait_ready():
+            """Up to 60 s, and no longer than the budget leaves."""
             for _ in range(120):
                 if os.path.exists(ready) and os.path.getsize(ready) > 0:
                     return True
-                if ballast.poll() is not None:
+                if ballast.poll() is not None or self.left() < MIN_STEP_S:
                     return False
                 time.sleep(0.5)
             return False
         if not wait_ready():
             stop_ballast()
+            if self.left() < MIN_STEP_S:
+                return self.row(name, "SKIP", f"{BUDGET_SPENT} (waiting for the ballast)")
             return self.row(name, "SKIP", f"the ballast did not start: {last_ballast_line()}")
         free_mib = output(["nvidia-smi", f"--id={gpu}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
         free_mib = free_mib.split("\n")[0]
-        params, hidden = model_size(free_mib)
-        if hidden == "" or hidden < 64:
+        sizing, why = zero_sizing(free_mib, reserve)
+        if not sizing:
             stop_ballast()
-            return self.row(name, "SKIP", f"cannot size the model (free '{free_mib}' MiB from nvidia-smi)")
+            return self.row(name, "SKIP", f"cannot size the model (free '{free_mib}' MiB from nvidia-smi): {why}")
+        params, hidden = sizing.params, sizing.hidden
         common = ["inputs/fmnist_mlp.ini", "--data.train", f"{self.data}/train", "--train.device", "cuda",
                   "--dist.backend", "mpi", "--train.share_device", "true", "--train.precision", "bf16",
                   "--optim.name", "adamw", "--train.max_steps", "3", "--train.eval", "false",
@@ -590,11 +765,14 @@ class GpuCheck(Check):
         on_gpu = {"CUDA_VISIBLE_DEVICES": gpu}
         self.run_step(f"{name}-stage0", 120, [*train, "--run.dir", f"{self.scratch}/{name}-0", "--ddp.zero_stage", "0"],
                       on_gpu)
-        rc0, secs0 = self.rc, self.secs
+        rc0, secs0, budget0 = self.rc, self.secs, self.budget_reason()
         self.run_step(name, 180, [*train, "--run.dir", f"{self.scratch}/{name}-1", "--ddp.zero_stage", "1"], on_gpu)
         self.secs += secs0
         stop_ballast()
-        sized = f"free {free_mib} MiB, hidden {hidden},{hidden} ({params} parameters)"
+        sized = sizing.text()
+        if budget0 or self.budget_reason():
+            # Neither stage 0's out-of-memory nor stage 1's training can be judged from a run the budget stopped.
+            return self.row(name, "SKIP", f"stage {0 if budget0 else 1}: {budget0 or self.budget_reason()}")
         if self.rc != 0:
             return self.row(name, "FAIL", f"stage 1 did not train ({sized}): {self.why(name)}")
         if not first(lines_of(self.log(f"{name}-stage0")), "out of memory", re.I):
@@ -657,18 +835,7 @@ class GpuCheck(Check):
                                       "--data.train", f"{self.data}/train", "--data.test", f"{self.data}/test",
                                       "--run.dir", os.path.join(self.scratch, name), "--train.device", "cuda",
                                       "--dist.backend", "mpi", "--train.max_steps", "20"])
-            lines = lines_of(self.log(name))
-
-            def found(pattern, flags=0):
-                return re.sub(r"^=* *", "", first(lines, pattern, flags), count=1)
-            summary = found(r"(ERROR|RACECHECK) SUMMARY")
-            refused = found(r"device not supported|not supported on this|unable to (attach|initialize)", re.I)
-            if refused and self.rc != 0:
-                self.row(name, "SKIP", f"compute-sanitizer refused the GPU: {refused[:120]}")
-            elif self.rc == 86:
-                self.row(name, "FAIL", f"{summary or 'errors'}: {found(r'^=+ (Invalid|Error|.*hazard)')[:120]}")
-            else:
-                self.verdict(name, summary or "no summary line")
+            self.sanitizer_row(name)
 
     # ---- the table, last ----
     def finish(self):
