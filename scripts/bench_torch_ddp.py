@@ -40,11 +40,7 @@ def load(directory):
 
 def torch_layers(resolved, sample_shape):
     """torch modules of a layer list as mpiddp resolved it (torch_layers.resolve); each input size from a dry run."""
-    modules, probe = [], torch.zeros((2,) + tuple(sample_shape))
-    for entry in resolved:
-        modules.append(layer_table.module(torch, entry, probe.shape[1] if entry["input_argument"] else None))
-        probe = modules[-1](probe)
-    return modules
+    return layer_table.probed_modules(torch, resolved, sample_shape)
 
 
 def worker(rank, args, x, y, result):

@@ -203,7 +203,7 @@ def export(torch, args, code, state, input_text):
     CODE is built by this script from fixed module names, ints and finite floats (repr); every other text that
     goes into generated Python (paths, the checkpoint's name) is written as a repr() literal."""
     try:
-        model = eval(code, {"torch": torch})  # our own generated text: checks shapes against the arrays
+        model = eval(code, torch_layers.namespace(torch))  # our own generated text: checks shapes against the arrays
         model.load_state_dict(dict(state), strict=True)
     except (RuntimeError, ValueError, TypeError) as e:
         die(f"{args.checkpoint}: the arrays do not fit the model in its stored input file ({one_line(e)})")
@@ -213,7 +213,7 @@ def export(torch, args, code, state, input_text):
     if args.module:
         docstring = f"The model of {os.path.basename(args.checkpoint)} (written by mpiddp scripts/to-torch)."
         text = (f"{docstring!r}\n"
-                f"import torch\n\n\ndef build():\n    return {code.replace(chr(10), chr(10) + '    ')}\n\n\n"
+                f"import torch\n{torch_layers.RESIDUAL_SOURCE if 'Residual(' in code else ''}\n\ndef build():\n    return {code.replace(chr(10), chr(10) + '    ')}\n\n\n"
                 f"def load(path={out!r}):\n    model = build()\n"
                 f"    model.load_state_dict(torch.load(path, weights_only=True))\n    return model.eval()\n")
 

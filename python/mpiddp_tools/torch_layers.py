@@ -11,6 +11,13 @@ needed here; the module at index i of the torch.nn.Sequential is mpiddp's
 layers.<i>. The binary is found by binary.find() (MPIDDP, the installation, the
 checkout's build/, PATH).
 
+A `residual` entry carries its branches (`body`, `shortcut`: resolved lists of
+their own, whose entries have `path`s like layers.3.body.0) and becomes
+Residual(torch.nn.Sequential(...), shortcut or None), a module defined by
+RESIDUAL_SOURCE (namespace() gives it to eval; to-torch writes it into the
+modules it generates), so the state_dict names are mpiddp's:
+<i>.body.<j>.weight, <i>.shortcut.<j>.weight.
+
 Only names checked to be identifiers (the module torch.nn.<Name>, the argument
 names), ints and finite floats (repr) go into the constructor texts.
 """
@@ -24,6 +31,27 @@ from .binary import MpiddpError  # noqa: F401 (callers catch it from here)
 
 MODULE = re.compile(r"torch\.nn\.[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_CLASSES = 1 << 30  # mpiddp's --classes range is [1, 2^30]
+WORD = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a "word" argument's value (approximate='tanh')
+
+RESIDUAL_SOURCE = """
+class Residual(torch.nn.Module):
+    \"\"\"y = body(x) + x, or body(x) + shortcut(x): mpiddp's residual(BODY) and residual(BODY ; SHORTCUT).\"\"\"
+
+    def __init__(self, body, shortcut=None):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        return self.body(x) + (x if self.shortcut is None else self.shortcut(x))
+"""
+
+
+def namespace(torch):
+    """The names generated module code uses: torch and Residual."""
+    names = {"torch": torch}
+    exec(RESIDUAL_SOURCE, names)  # our own constant text
+    return names
 
 
 class LayerListError(ValueError):
@@ -77,7 +105,12 @@ def where(entry):
 
 
 def literal(entry, key, value):
-    """An argument's value as Python text: ints, and finite floats as their repr() (inf and nan are not literals)."""
+    """An argument's value as Python text: ints, finite floats as their repr() (inf and nan are not literals),
+    and words (lower-case names) as string literals."""
+    if isinstance(value, str):
+        if not WORD.fullmatch(value):
+            raise LayerListError(f"{where(entry)}: {key} is {value!r}, not a word")
+        return repr(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LayerListError(f"{where(entry)}: {key} is {type(value).__name__} {value!r}, not a number")
     if isinstance(value, float) and not math.isfinite(value):
@@ -116,37 +149,77 @@ def final_classes(params):
     return int(shape[0]) if len(shape) >= 1 and 1 <= int(shape[0]) <= LARGEST_CLASSES else None
 
 
+def path(entry):
+    """The prefix of a layer's parameters: layers.<i>, or layers.<i>.body.<j> inside a residual."""
+    text = entry.get("path", f"layers.{entry['index']}")
+    if not isinstance(text, str) or not re.fullmatch(r"layers\.\d+(\.(body|shortcut)\.\d+)*", text):
+        raise LayerListError(f"{where(entry)}: path {text!r} is not a parameter prefix")
+    return text
+
+
 def input_size(entry, params):
     """The input size of a layer with an input_argument: its weight's size at input_weight_dim."""
-    i, dim = entry["index"], entry.get("input_weight_dim")
-    weight = params.get(f"layers.{i}.weight")
+    dim, prefix = entry.get("input_weight_dim"), path(entry)
+    weight = params.get(f"{prefix}.weight")
     if weight is None:
-        raise LayerListError(f"{where(entry)}: no parameter layers.{i}.weight")
+        raise LayerListError(f"{where(entry)}: no parameter {prefix}.weight")
     shape = tuple(getattr(weight, "shape", ()))
     if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < len(shape):
-        raise LayerListError(f"{where(entry)}: layers.{i}.weight is {'x'.join(map(str, shape)) or 'a scalar'}, "
+        raise LayerListError(f"{where(entry)}: {prefix}.weight is {'x'.join(map(str, shape)) or 'a scalar'}, "
                              f"with no dimension {dim} for {entry.get('input_argument')}")
     return int(shape[dim])
+
+
+def branch(entry, key):
+    value = entry.get(key)
+    if not isinstance(value, list) or any(not isinstance(e, dict) or not isinstance(e.get("name"), str)
+                                          or not isinstance(e.get("arguments"), dict) for e in value):
+        raise LayerListError(f"{where(entry)}: its {key} is not a layer list")
+    return value
+
+
+def entry_code(entry, params):
+    """One resolved layer's constructor text; a residual's holds its branches' Sequentials."""
+    if entry.get("name") == "residual":
+        body = "torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in branch(entry, "body")) + ")"
+        shortcut = branch(entry, "shortcut")
+        if not shortcut:
+            return f"Residual({body})"
+        return f"Residual({body}, torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in shortcut) + "))"
+    size = input_size(entry, params) if entry.get("input_argument") is not None else None
+    return constructor(entry, size)
 
 
 def module_code(layers, params, sync_batchnorm=False):
     """The torch.nn constructor texts, one per layer; params: name -> array (its .shape is used).
     SyncBatchNorm (model.sync_batchnorm) computes what BatchNorm does on one process: the module is the same."""
-    codes = []
-    for entry in resolve(layers, final_classes(params)):
-        size = input_size(entry, params) if entry.get("input_argument") is not None else None
-        codes.append(constructor(entry, size))
-    return codes
+    return [entry_code(entry, params) for entry in resolve(layers, final_classes(params))]
 
 
 def build(torch, layers, params):
     """The torch.nn.Sequential of a layer list (float32, fresh weights)."""
-    return eval("torch.nn.Sequential(" + ", ".join(module_code(layers, params)) + ")", {"torch": torch})
+    return eval("torch.nn.Sequential(" + ", ".join(module_code(layers, params)) + ")", namespace(torch))
 
 
 def module(torch, entry, input_size=None):
     """One resolved layer as a torch.nn module (for a caller that finds the input sizes itself)."""
-    return eval(constructor(entry, input_size), {"torch": torch})
+    return eval(constructor(entry, input_size), namespace(torch))
+
+
+def probed_modules(torch, resolved, sample_shape):
+    """torch modules of a resolved list, each input size found by running a probe batch through the modules
+    before it (residual branches included): for callers without mpiddp's parameters."""
+    modules, probe = [], torch.zeros((2,) + tuple(sample_shape))
+    for entry in resolved:
+        if entry.get("name") == "residual":
+            body = torch.nn.Sequential(*probed_modules(torch, branch(entry, "body"), probe.shape[1:]))
+            shortcut = branch(entry, "shortcut")
+            shortcut = torch.nn.Sequential(*probed_modules(torch, shortcut, probe.shape[1:])) if shortcut else None
+            modules.append(namespace(torch)["Residual"](body, shortcut))
+        else:
+            modules.append(module(torch, entry, probe.shape[1] if entry.get("input_argument") else None))
+        probe = modules[-1](probe)
+    return modules
 
 
 def state_dict(torch, params, buffers):

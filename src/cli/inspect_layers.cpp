@@ -28,11 +28,14 @@ void print_table() {
   }
 }
 
-void print_resolved(const std::vector<ResolvedLayer>& layers) {
+// One line per layer, a residual's branches indented under it.
+void print_resolved(const std::vector<ResolvedLayer>& layers, int indent = 0) {
   for (const ResolvedLayer& layer : layers) {
     std::string arguments;
     for (const auto& [key, value] : layer.arguments) arguments += (arguments.empty() ? "" : ", ") + key + "=" + value;
-    std::printf("layers.%zu %s(%s)\n", layer.index, layer.spec->name.c_str(), arguments.c_str());
+    std::printf("%*s%s %s(%s)\n", indent, "", layer.path.c_str(), layer.spec->name.c_str(), arguments.c_str());
+    print_resolved(layer.body, indent + 2);
+    print_resolved(layer.shortcut, indent + 2);
   }
 }
 

@@ -15,6 +15,10 @@ __global__ void multiply_kernel(const float* a, const float* b, float* out, std:
   MPIDDP_GRID_STRIDE(i, n) out[i] = a[i] * b[i];
 }
 
+__global__ void add_kernel(const float* a, const float* b, float* out, std::size_t n) {
+  MPIDDP_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
 __global__ void scale_kernel(float* data, std::size_t n, float factor) {
   MPIDDP_GRID_STRIDE(i, n) data[i] *= factor;
 }
@@ -37,6 +41,11 @@ void fill(float* data, std::size_t n, float value, cudaStream_t s) {
 void multiply(const float* a, const float* b, float* out, std::size_t n, cudaStream_t s) {
   multiply_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
   check_launch("multiply");
+}
+
+void add(const float* a, const float* b, float* out, std::size_t n, cudaStream_t s) {
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
+  check_launch("add");
 }
 
 void scale(float* data, std::size_t n, float factor, cudaStream_t s) {

@@ -10,6 +10,7 @@
 namespace mpiddp::cuda {
 
 void fill(float* data, std::size_t n, float value, cudaStream_t s);
+void add(const float* a, const float* b, float* out, std::size_t n, cudaStream_t s);  // out may be a or b
 void multiply(const float* a, const float* b, float* out, std::size_t n, cudaStream_t s);
 void scale(float* data, std::size_t n, float factor, cudaStream_t s);
 void to_bf16(const float* in, __nv_bfloat16* out, std::size_t n, cudaStream_t s);

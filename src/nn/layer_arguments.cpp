@@ -44,4 +44,14 @@ double LayerArguments::real(const std::string& name, double low, double high, bo
   return value;
 }
 
+const std::string& LayerArguments::word(const std::string& name, const std::vector<std::string>& allowed) const {
+  const std::string& value = text(name);
+  std::string choices;
+  for (const std::string& choice : allowed) {
+    if (choice == value) return value;
+    choices += (choices.empty() ? "" : ", ") + choice;
+  }
+  throw LayerError(name + " '" + value + "' is not one of: " + choices);
+}
+
 }  // namespace mpiddp

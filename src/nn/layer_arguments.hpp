@@ -4,6 +4,7 @@
 // factory reads them typed and range-checked.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/model_builder.hpp"
@@ -19,6 +20,9 @@ class LayerArguments {
   long integer(const std::string& name, long minimum) const;
   // A number in [low, high] (high_open: < high).
   double real(const std::string& name, double low, double high, bool high_open) const;
+
+  // One of `allowed` (the table's type "word").
+  const std::string& word(const std::string& name, const std::vector<std::string>& allowed) const;
 
  private:
   const std::string& text(const std::string& name) const;

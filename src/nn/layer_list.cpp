@@ -1,7 +1,8 @@
 // The grammar of model.layers: calls separated by whitespace outside
 // parentheses; a call is `name` or `name(arg, ..., key=value, ...)`. Values are
-// plain words for now; a later nested list (a residual block's layers) fits as a
-// parenthesised value without changing how calls are split.
+// plain words. A container call, `residual(LAYERS)` or `residual(LAYERS ; SHORTCUT)`,
+// holds layer lists instead of arguments: its inside is kept as written and
+// parsed as lists of their own (split_branches), so nesting needs no new rule here.
 #include <cctype>
 
 #include "mpiddp/nn/model_builder.hpp"
@@ -16,6 +17,10 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
+// Residuals in residuals in ...: deeper than any real network, and a hostile
+// list cannot recurse the builder off its stack.
+constexpr int kMaxNesting = 32;
+
 bool is_name(const std::string& s) {
   if (s.empty() || !std::islower(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
@@ -24,9 +29,9 @@ bool is_name(const std::string& s) {
   return true;
 }
 
-LayerCall parse_call(const std::string& text, std::size_t index) {
+LayerCall parse_call(const std::string& text, std::size_t index, const std::string& branch) {
   auto fail = [&](const std::string& why) {
-    throw LayerError(layer_position(index) + " '" + text + "': " + why);
+    throw LayerError(list_position(branch, index) + " '" + text + "': " + why);
   };
   LayerCall call;
   call.text = text;
@@ -36,7 +41,11 @@ LayerCall parse_call(const std::string& text, std::size_t index) {
   if (open == std::string::npos) return call;
   if (text.back() != ')') fail("text after the closing parenthesis");
   const std::string inside = text.substr(open + 1, text.size() - open - 2);
-  if (inside.find_first_of("()") != std::string::npos) fail("nested parentheses are not supported here");
+  if (is_container(call.name)) {
+    call.nested = inside;
+    return call;
+  }
+  if (inside.find_first_of("()") != std::string::npos) fail("nested parentheses are only for residual(...)");
   if (trim(inside).empty()) return call;
   std::size_t start = 0;
   while (true) {
@@ -62,12 +71,41 @@ LayerCall parse_call(const std::string& text, std::size_t index) {
 
 }  // namespace
 
-std::vector<LayerCall> parse_layer_list(const std::string& text) {
+bool is_container(const std::string& name) { return name == "residual"; }
+
+std::vector<std::string> split_branches(const std::string& inside) {
+  std::vector<std::string> branches(1);
+  int depth = 0;
+  for (char c : inside) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ';' && depth == 0) {
+      branches.emplace_back();
+      continue;
+    }
+    branches.back() += c;
+  }
+  if (branches.size() > 2)
+    throw LayerError("takes one layer list, or two separated by ';' (body ; shortcut), not " +
+                     std::to_string(branches.size()));
+  for (std::string& branch : branches)
+    if (trim(branch).empty())
+      throw LayerError(branches.size() == 1 ? "needs a layer list inside its parentheses"
+                                            : "an empty layer list beside ';'");
+  return branches;
+}
+
+std::string list_position(const std::string& branch, std::size_t index) {
+  if (branch.empty()) return layer_position(index);
+  return branch + " layer " + std::to_string(index + 1) + " (" + branch + "." + std::to_string(index) + ")";
+}
+
+std::vector<LayerCall> parse_layer_list(const std::string& text, const std::string& branch) {
   std::vector<LayerCall> calls;
   std::string current;
   int depth = 0;
   auto flush = [&] {
-    if (!current.empty()) calls.push_back(parse_call(current, calls.size()));
+    if (!current.empty()) calls.push_back(parse_call(current, calls.size(), branch));
     current.clear();
   };
   for (char c : text) {
@@ -75,12 +113,14 @@ std::vector<LayerCall> parse_layer_list(const std::string& text) {
       flush();
       continue;
     }
-    if (c == '(') ++depth;
+    if (c == '(' && ++depth > kMaxNesting)
+      throw LayerError(list_position(branch, calls.size()) + ": parentheses nested deeper than " +
+                       std::to_string(kMaxNesting));
     if (c == ')' && --depth < 0)
-      throw LayerError(layer_position(calls.size()) + " '" + current + ")': a ')' without its '('");
+      throw LayerError(list_position(branch, calls.size()) + " '" + current + ")': a ')' without its '('");
     current += c;
   }
-  if (depth > 0) throw LayerError(layer_position(calls.size()) + " '" + current + "': a '(' without its ')'");
+  if (depth > 0) throw LayerError(list_position(branch, calls.size()) + " '" + current + "': a '(' without its ')'");
   flush();
   if (calls.empty()) throw LayerError("no layers");
   if (calls.size() > kMaxLayers)

@@ -18,11 +18,13 @@ const std::vector<LayerSpec>& layer_table() {
                                       {"stride", "1", "int"}, {"padding", "0", "int"}}, "in_channels", 1},
       {"dropout",     "Dropout",     {{"p", "0.5", "float"}}, "", -1},
       {"flatten",     "Flatten",     {}, "", -1},
-      {"gelu",        "GELU",        {}, "", -1},
+      {"gelu",        "GELU",        {{"approximate", "none", "word"}}, "", -1},
       {"layernorm",   "LayerNorm",   {{"eps", "1e-05", "float"}}, "normalized_shape", 0},
       {"linear",      "Linear",      {{"out_features", "=classes", "int"}}, "in_features", 1},
       {"maxpool2d",   "MaxPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
       {"relu",        "ReLU",        {}, "", -1},
+      // y = f(x) + x or f(x) + g(x): its inside is layer lists, not arguments.
+      {"residual",    "Residual",    {}, "", -1},
       {"tanh",        "Tanh",        {}, "", -1},
   };
   // clang-format on
@@ -95,8 +97,13 @@ std::vector<std::pair<std::string, std::string>> resolve_arguments(const LayerCa
   return resolved;
 }
 
-std::vector<ResolvedLayer> resolve_layer_list(const std::string& text, std::size_t outputs) {
-  const std::vector<LayerCall> calls = parse_layer_list(text);
+namespace {
+
+// `prefix`: "layers", or a residual branch's "layers.3.body"; `branch`: "" for
+// the model's list (only its last layer takes the outputs), else "body" or "shortcut".
+std::vector<ResolvedLayer> resolve_calls(const std::vector<LayerCall>& calls, std::size_t outputs,
+                                         const std::string& prefix, const std::string& branch) {
+  const bool top = branch.empty();
   std::vector<ResolvedLayer> layers;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     try {
@@ -106,12 +113,57 @@ std::vector<ResolvedLayer> resolve_layer_list(const std::string& text, std::size
         for (const auto& s : layer_table()) names += (names.empty() ? "" : ", ") + s.name;
         throw LayerError("unknown layer (known: " + names + ")");
       }
-      layers.push_back({i, spec, resolve_arguments(calls[i], *spec, i + 1 == calls.size(), outputs)});
+      const std::string path = prefix + "." + std::to_string(i);
+      if (is_container(calls[i].name)) {
+        const std::vector<std::string> branches = split_branches(calls[i].nested);
+        ResolvedLayer layer{i, spec, {}, path, {}, {}};
+        layer.body = resolve_calls(parse_layer_list(branches[0], "body"), outputs, path + ".body", "body");
+        if (branches.size() > 1)
+          layer.shortcut = resolve_calls(parse_layer_list(branches[1], "shortcut"), outputs, path + ".shortcut", "shortcut");
+        layers.push_back(std::move(layer));
+      } else {
+        layers.push_back({i, spec, resolve_arguments(calls[i], *spec, top && i + 1 == calls.size(), outputs), path,
+                          {}, {}});
+      }
     } catch (const LayerError& e) {
-      throw LayerError(layer_position(i) + " '" + calls[i].text + "': " + e.what());
+      throw LayerError(list_position(branch, i) + " '" + calls[i].text + "': " + e.what());
     }
   }
   return layers;
+}
+
+Json resolved_json(const std::vector<ResolvedLayer>& layers) {
+  Json list = Json::array();
+  for (const ResolvedLayer& layer : layers) {
+    Json entry;
+    entry["index"] = layer.index;
+    entry["path"] = layer.path;
+    entry["name"] = layer.spec->name;
+    entry["torch_module"] = "torch.nn." + layer.spec->torch_module;
+    entry["arguments"] = Json::object();
+    for (std::size_t i = 0; i < layer.arguments.size(); ++i) {
+      const auto& [key, value] = layer.arguments[i];
+      // Typed as the table says (the builder has checked the ranges and the words).
+      const std::string& type = layer.spec->arguments[i].type;
+      if (type == "int") entry["arguments"][key] = std::stoll(value);
+      else if (type == "word") entry["arguments"][key] = value;
+      else entry["arguments"][key] = std::stod(value);
+    }
+    entry["input_argument"] = layer.spec->input_argument.empty() ? Json() : Json(layer.spec->input_argument);
+    entry["input_weight_dim"] = layer.spec->input_weight_dim;
+    if (is_container(layer.spec->name)) {
+      entry["body"] = resolved_json(layer.body);
+      entry["shortcut"] = resolved_json(layer.shortcut);
+    }
+    list.push_back(entry);
+  }
+  return list;
+}
+
+}  // namespace
+
+std::vector<ResolvedLayer> resolve_layer_list(const std::string& text, std::size_t outputs) {
+  return resolve_calls(parse_layer_list(text), outputs, "layers", "");
 }
 
 std::string layer_table_json() {
@@ -137,24 +189,7 @@ std::string layer_table_json() {
 }
 
 std::string resolved_layers_json(const std::vector<ResolvedLayer>& layers) {
-  Json list = Json::array();
-  for (const ResolvedLayer& layer : layers) {
-    Json entry;
-    entry["index"] = layer.index;
-    entry["name"] = layer.spec->name;
-    entry["torch_module"] = "torch.nn." + layer.spec->torch_module;
-    entry["arguments"] = Json::object();
-    for (std::size_t i = 0; i < layer.arguments.size(); ++i) {
-      const auto& [key, value] = layer.arguments[i];
-      // Typed as the table says (the builder has checked the ranges).
-      if (layer.spec->arguments[i].type == "int") entry["arguments"][key] = std::stoll(value);
-      else entry["arguments"][key] = std::stod(value);
-    }
-    entry["input_argument"] = layer.spec->input_argument.empty() ? Json() : Json(layer.spec->input_argument);
-    entry["input_weight_dim"] = layer.spec->input_weight_dim;
-    list.push_back(entry);
-  }
-  return json_line(list);
+  return json_line(resolved_json(layers));
 }
 
 }  // namespace mpiddp

@@ -65,7 +65,8 @@ void Linear::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* 
 std::string Activation::kind() const {
   switch (kind_) {
     case ActivationKind::relu: return "ReLU";
-    case ActivationKind::gelu: return "GELU";
+    case ActivationKind::gelu:
+    case ActivationKind::gelu_tanh: return "GELU";
     case ActivationKind::tanh: return "Tanh";
   }
   return "?";

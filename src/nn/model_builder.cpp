@@ -13,12 +13,13 @@
 #include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/layernorm.hpp"
 #include "mpiddp/nn/layers.hpp"
+#include "mpiddp/nn/residual.hpp"
 
 namespace mpiddp {
 namespace {
 
 struct LayerContext {
-  std::size_t index;     // position in the list: layers.<index>
+  std::size_t index;     // position in the list: layers.<index>; inside residuals, 10000 + a count (Dropout's stream)
   bool last;
   std::size_t outputs;   // classes or regression targets
   bool sync_batchnorm;
@@ -58,6 +59,11 @@ std::unique_ptr<Layer> make_layernorm(LayerArguments& a, const LayerContext&) {
   return std::make_unique<LayerNorm>(eps);
 }
 
+std::unique_ptr<Layer> make_gelu(LayerArguments& a, const LayerContext&) {
+  const bool tanh = a.word("approximate", {"none", "tanh"}) == "tanh";
+  return std::make_unique<Activation>(tanh ? ActivationKind::gelu_tanh : ActivationKind::gelu);
+}
+
 LayerFactory activation(ActivationKind kind) {
   return [kind](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
     return std::make_unique<Activation>(kind);
@@ -76,7 +82,8 @@ const std::map<std::string, LayerFactory>& factories() {
       {"batchnorm2d", batchnorm(2)},
       {"layernorm", make_layernorm},
       {"relu", activation(ActivationKind::relu)},
-      {"gelu", activation(ActivationKind::gelu)},
+      {"gelu", make_gelu},
+      {"residual", nullptr},  // make_residual: it builds layer lists
       {"tanh", activation(ActivationKind::tanh)},
       {"dropout",
        [](LayerArguments& a, const LayerContext& ctx) -> std::unique_ptr<Layer> {
@@ -89,33 +96,51 @@ const std::map<std::string, LayerFactory>& factories() {
   return made;
 }
 
-std::vector<std::unique_ptr<Layer>> make_layers(const std::vector<LayerCall>& calls, std::size_t outputs,
-                                                bool sync_batchnorm) {
-  std::vector<std::unique_ptr<Layer>> layers;
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    const LayerCall& call = calls[i];
-    try {
-      const LayerSpec* spec = find_layer_spec(call.name);
-      const auto made = factories().find(call.name);
-      if (!spec || made == factories().end()) {
-        std::string names;
-        for (const auto& n : known_layer_names()) names += (names.empty() ? "" : ", ") + n;
-        throw LayerError("unknown layer (known: " + names + ")");
+// What builds a list: `nested` counts the layers inside residuals, so each
+// Dropout gets a stream of its own (top-level layers keep their index as theirs).
+struct ListBuilder {
+  std::size_t outputs;
+  bool sync_batchnorm;
+  std::size_t nested = 0;
+
+  // `branch`: "" for the model's list, else "body" or "shortcut".
+  std::vector<std::unique_ptr<Layer>> make(const std::vector<LayerCall>& calls, const std::string& branch) {
+    const bool top = branch.empty();
+    std::vector<std::unique_ptr<Layer>> layers;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      try {
+        layers.push_back(make_one(calls[i], top ? i : kMaxLayers + nested++, top && i + 1 == calls.size()));
+      } catch (const LayerError& e) {
+        throw LayerError(list_position(branch, i) + " '" + calls[i].text + "': " + e.what());
       }
-      const bool last = i + 1 == calls.size();
-      LayerArguments arguments(call, *spec, last, outputs);
-      layers.push_back(made->second(arguments, {i, last, outputs, sync_batchnorm}));
-    } catch (const LayerError& e) {
-      throw LayerError(layer_position(i) + " '" + call.text + "': " + e.what());
     }
+    return layers;
   }
-  return layers;
-}
+
+  std::unique_ptr<Layer> make_one(const LayerCall& call, std::size_t index, bool last) {
+    const LayerSpec* spec = find_layer_spec(call.name);
+    const auto made = factories().find(call.name);
+    if (!spec || made == factories().end()) {
+      std::string names;
+      for (const auto& n : known_layer_names()) names += (names.empty() ? "" : ", ") + n;
+      throw LayerError("unknown layer (known: " + names + ")");
+    }
+    if (is_container(call.name)) {
+      const std::vector<std::string> branches = split_branches(call.nested);
+      auto body = make(parse_layer_list(branches[0], "body"), "body");
+      auto shortcut = branches.size() > 1 ? make(parse_layer_list(branches[1], "shortcut"), "shortcut")
+                                          : std::vector<std::unique_ptr<Layer>>{};
+      return std::make_unique<Residual>(std::move(body), std::move(shortcut));
+    }
+    LayerArguments arguments(call, *spec, last, outputs);
+    return made->second(arguments, {index, last, outputs, sync_batchnorm});
+  }
+};
 
 }  // namespace
 
 std::vector<std::unique_ptr<Layer>> build_layers(const std::string& text, std::size_t outputs, bool sync_batchnorm) {
-  return make_layers(parse_layer_list(text), outputs, sync_batchnorm);
+  return ListBuilder{outputs, sync_batchnorm}.make(parse_layer_list(text), "");
 }
 
 std::vector<std::string> known_layer_names() {

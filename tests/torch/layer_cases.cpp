@@ -29,8 +29,9 @@ struct Case {
 
 // Kernel sizes 1/3/5, strides 1/2/3, paddings 0/1/2 on non-square inputs; both
 // pools; BatchNorm in training and evaluation; LayerNorm on features, on rows of
-// a {T, D} sample and inside an MLP; two CNNs (dropout p = 0 in
-// training: PyTorch's masks are its own).
+// a {T, D} sample and inside an MLP; GELU's tanh form; residual blocks (identity
+// and projection shortcuts, nested, with BatchNorm in both modes); two CNNs
+// (dropout p = 0 in training: PyTorch's masks are its own).
 const Case kCases[] = {
     {"conv_k1", "conv2d(3,1)", {2, 5, 7}, 3, true},
     {"conv_k3_p1", "conv2d(4,3,padding=1)", {3, 6, 5}, 3, true},
@@ -55,6 +56,24 @@ const Case kCases[] = {
     {"layernorm_features", "layernorm", {7}, 4, true},
     {"layernorm_rows_eps", "layernorm(eps=1e-3)", {3, 5}, 3, false},
     {"layernorm_mlp", "linear(9) layernorm gelu linear(6) layernorm(1e-4) tanh linear", {5}, 6, true},
+    {"gelu_tanh", "gelu(approximate=tanh)", {11}, 3, true},
+    {"residual_identity", "linear(6) residual(layernorm linear(12) gelu(approximate=tanh) linear(6)) relu linear", {5}, 4,
+     true},
+    {"residual_nested", "linear(4) residual(tanh residual(linear(4) gelu) linear(4) ; linear(4)) linear", {3}, 3, true},
+    {"resnet_train",
+     "conv2d(4,3,padding=1) batchnorm2d relu residual(conv2d(4,3,padding=1) batchnorm2d relu conv2d(4,3,padding=1) "
+     "batchnorm2d) relu residual(conv2d(6,3,stride=2,padding=1) batchnorm2d relu conv2d(6,3,padding=1) batchnorm2d ; "
+     "conv2d(6,1,stride=2) batchnorm2d) relu avgpool2d(2) flatten linear",
+     {1, 8, 8},
+     4,
+     true},
+    {"resnet_eval",
+     "conv2d(4,3,padding=1) batchnorm2d relu residual(conv2d(4,3,padding=1) batchnorm2d relu dropout(0.4) "
+     "conv2d(4,3,padding=1) batchnorm2d) relu residual(conv2d(6,3,stride=2,padding=1) batchnorm2d ; "
+     "conv2d(6,1,stride=2) batchnorm2d) relu avgpool2d(2) flatten linear",
+     {1, 8, 8},
+     4,
+     false},
     {"cnn_train",
      "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
      "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0) linear",

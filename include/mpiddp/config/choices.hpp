@@ -37,8 +37,9 @@ struct ChoiceNames<AugmentKind> {
       {{AugmentKind::hflip, "hflip"}, {AugmentKind::crop, "crop"}}};
 };
 
-// model.activation (relu, exact-erf gelu, tanh)
-enum class ActivationKind { relu, gelu, tanh };
+// model.activation (relu, exact-erf gelu, tanh); gelu_tanh (GELU's tanh
+// approximation) only as the layer gelu(approximate=tanh), so it has no name here.
+enum class ActivationKind { relu, gelu, tanh, gelu_tanh };
 template <>
 struct ChoiceNames<ActivationKind> {
   static constexpr std::array<NamedChoice<ActivationKind>, 3> table{

@@ -35,6 +35,21 @@ MPIDDP_HD float gelu_grad(float x, float, float g) {
   const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
   return g * (cdf + x * pdf);
 }
+// GELU's tanh approximation (PyTorch's approximate='tanh', GPT-2's), with
+// PyTorch's own derivative.
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluKappa = 0.044715f;
+MPIDDP_HD float gelu_tanh(float x) {
+  const float inner = kGeluBeta * (x + kGeluKappa * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+MPIDDP_HD float gelu_tanh_grad(float x, float, float g) {
+  const float x_sq = x * x;
+  const float t = tanhf(kGeluBeta * (x + kGeluKappa * x_sq * x));
+  const float left = 0.5f * x, right = 1.0f + t;
+  const float inner_derivative = kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq);
+  return g * (0.5f * right + left * (1.0f - t * t) * inner_derivative);
+}
 MPIDDP_HD float tanh_value(float x) { return tanhf(x); }
 MPIDDP_HD float tanh_grad(float, float y, float g) { return g * (1.0f - y * y); }
 

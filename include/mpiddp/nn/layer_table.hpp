@@ -15,7 +15,7 @@ struct LayerArgumentSpec {
   std::string name;      // PyTorch's
   std::string fallback;  // as a list would write it; "" = required; "=NAME": that argument's value;
                          // "=classes": the model's outputs (classes or targets), for the last layer only
-  std::string type;      // "int" or "float"
+  std::string type;      // "int", "float" or "word" (one of the layer's fixed names: approximate=tanh)
 };
 
 struct LayerSpec {
@@ -40,6 +40,8 @@ struct ResolvedLayer {
   std::size_t index = 0;  // layers.<index>
   const LayerSpec* spec = nullptr;
   std::vector<std::pair<std::string, std::string>> arguments;  // positional order
+  std::string path;                                            // its parameters' prefix: layers.3.body.0
+  std::vector<ResolvedLayer> body, shortcut;                   // a residual's branches
 };
 struct LayerCall;
 // One call's arguments, resolved as above (`last`: the list's last layer).

@@ -36,6 +36,7 @@ class Activation final : public Layer {
  public:
   explicit Activation(ActivationKind kind) : kind_(kind) {}
   std::string kind() const override;
+  std::string arguments() const override { return kind_ == ActivationKind::gelu_tanh ? "approximate='tanh'" : ""; }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;

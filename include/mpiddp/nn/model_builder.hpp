@@ -23,11 +23,21 @@ struct LayerCall {
   std::string name;
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> keywords;
+  std::string nested;  // a container's inside, as written: "conv2d(8,3) relu ; conv2d(8,1)"
 };
+
+// Whether a layer holds layer lists instead of arguments (residual).
+bool is_container(const std::string& name);
+// A container's inside split at its top-level ';': the body, then the shortcut
+// if any. Throws LayerError for none, an empty one or more than two.
+std::vector<std::string> split_branches(const std::string& inside);
 
 // Splits a layer list at whitespace outside parentheses; throws LayerError
 // naming the call's position on a syntax error, or on more than kMaxLayers calls.
-std::vector<LayerCall> parse_layer_list(const std::string& text);
+// `branch`: "" for the model's list, "body" or "shortcut" inside a residual.
+std::vector<LayerCall> parse_layer_list(const std::string& text, const std::string& branch = "");
+// "layer 4 (layers.3)", or inside a residual "body layer 2 (body.1)".
+std::string list_position(const std::string& branch, std::size_t index);
 
 // The layers of a list, unconnected (Sequential gives them their shapes); throws
 // LayerError naming the position of an unknown layer or a bad argument. A last

@@ -21,6 +21,9 @@ void activation_forward_loop(ActivationKind kind, const float* __restrict x, flo
     case ActivationKind::tanh:
       for (std::size_t i = 0; i < n; ++i) y[i] = ew::tanh_value(x[i]);
       break;
+    case ActivationKind::gelu_tanh:
+      for (std::size_t i = 0; i < n; ++i) y[i] = ew::gelu_tanh(x[i]);
+      break;
   }
 }
 
@@ -37,12 +40,21 @@ void activation_backward_loop(ActivationKind kind, const float* __restrict x, co
     case ActivationKind::tanh:
       for (std::size_t i = 0; i < n; ++i) d[i] = ew::tanh_grad(x[i], y[i], g[i]);
       break;
+    case ActivationKind::gelu_tanh:
+      for (std::size_t i = 0; i < n; ++i) d[i] = ew::gelu_tanh_grad(x[i], y[i], g[i]);
+      break;
   }
 }
 
 MPIDDP_VECTOR_CLONES
 void multiply_loop(const float* __restrict a, const float* __restrict b, float* __restrict out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+// Not restrict: dx += dy runs in place (out == a).
+MPIDDP_VECTOR_CLONES
+void add_loop(const float* a, const float* b, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 class CpuPointwiseOps final : public PointwiseOps {
@@ -62,6 +74,7 @@ class CpuPointwiseOps final : public PointwiseOps {
     }
   }
   void multiply(const float* a, const float* b, float* out, std::size_t n) override { multiply_loop(a, b, out, n); }
+  void add(const float* a, const float* b, float* out, std::size_t n) override { add_loop(a, b, out, n); }
   void scale(float* data, std::size_t n, float factor) override { cpu::scale(data, n, factor); }
 };
 

@@ -23,6 +23,7 @@ class CudaPointwiseOps final : public PointwiseOps {
                        float keep_scale) override {
     cuda::dropout_forward(x, y, mask, n, key, p, keep_scale, stream());
   }
+  void add(const float* a, const float* b, float* out, std::size_t n) override { cuda::add(a, b, out, n, stream()); }
   void multiply(const float* a, const float* b, float* out, std::size_t n) override {
     cuda::multiply(a, b, out, n, stream());
   }

@@ -11,6 +11,7 @@ template <ActivationKind K>
 __device__ float activate(float x) {
   if constexpr (K == ActivationKind::relu) return ew::relu(x);
   else if constexpr (K == ActivationKind::gelu) return ew::gelu(x);
+  else if constexpr (K == ActivationKind::gelu_tanh) return ew::gelu_tanh(x);
   else return ew::tanh_value(x);
 }
 
@@ -18,6 +19,7 @@ template <ActivationKind K>
 __device__ float activate_grad(float x, float y, float g) {
   if constexpr (K == ActivationKind::relu) return ew::relu_grad(x, y, g);
   else if constexpr (K == ActivationKind::gelu) return ew::gelu_grad(x, y, g);
+  else if constexpr (K == ActivationKind::gelu_tanh) return ew::gelu_tanh_grad(x, y, g);
   else return ew::tanh_grad(x, y, g);
 }
 
@@ -52,6 +54,9 @@ void activation_forward(ActivationKind kind, const float* x, float* y, std::size
     case ActivationKind::tanh:
       activation_forward_kernel<ActivationKind::tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
       break;
+    case ActivationKind::gelu_tanh:
+      activation_forward_kernel<ActivationKind::gelu_tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+      break;
   }
   check_launch("activation_forward");
 }
@@ -67,6 +72,9 @@ void activation_backward(ActivationKind kind, const float* x, const float* y, co
       break;
     case ActivationKind::tanh:
       activation_backward_kernel<ActivationKind::tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
+      break;
+    case ActivationKind::gelu_tanh:
+      activation_backward_kernel<ActivationKind::gelu_tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
       break;
   }
   check_launch("activation_backward");

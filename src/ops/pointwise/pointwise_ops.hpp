@@ -17,6 +17,8 @@ class PointwiseOps : public OpFamily {
   // y = x * mask with mask from ew::dropout_mask(key, i, ...); the mask is kept for backward.
   virtual void dropout_forward(const float* x, float* y, float* mask, std::size_t n, std::uint64_t key, float p,
                                float keep_scale) = 0;
+  // out = a + b; out may be a or b.
+  virtual void add(const float* a, const float* b, float* out, std::size_t n) = 0;
   virtual void multiply(const float* a, const float* b, float* out, std::size_t n) = 0;
   virtual void scale(float* data, std::size_t n, float factor) = 0;
 };

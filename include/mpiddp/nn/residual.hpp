@@ -1,0 +1,65 @@
+#pragma once
+// A residual block: y = f(x) + x, or y = f(x) + g(x) when a shortcut g is given
+// (a ResNet block whose body changes the shape: g is then e.g. a strided 1x1
+// convolution and BatchNorm). f and g are layer lists of their own; their
+// parameters are named as PyTorch names a module with `body` and `shortcut`
+// Sequentials: layers.<i>.body.<j>.weight, layers.<i>.shortcut.<j>.weight.
+#include <memory>
+#include <vector>
+
+#include "mpiddp/nn/layer.hpp"
+
+namespace mpiddp {
+
+// Layers in a row with the outputs they keep for backward (a residual branch).
+class LayerChain {
+ public:
+  explicit LayerChain(std::vector<std::unique_ptr<Layer>> layers) : layers_(std::move(layers)) {}
+  bool empty() const { return layers_.empty(); }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // The output shape for `in`; throws LayerError naming the layer as "<name> layer N (<name>.J)".
+  Shape output_shape(const Shape& in, const std::string& name) const;
+  void declare(ParameterStore& params, const std::string& prefix, const std::string& name, const Shape& in);
+  void bind(Device& device);
+  const Matrix& forward(const Matrix& x, const ForwardContext& ctx);
+  // dx (not null) receives dL/dx; `x` is forward's input.
+  void backward(const Matrix& x, const Matrix& dy, Matrix* dx, ParameterStore& params, bool accumulate);
+  // Per batch: the outputs kept for backward and the layers' own scratch.
+  double scratch_bytes(const Shape& in, std::size_t samples) const;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_;     // [j]: input of layer j
+  std::vector<Matrix> outputs_;   // [j]: output of layer j
+  Matrix grad_a_{nullptr}, grad_b_{nullptr};
+};
+
+class Residual final : public Layer {
+ public:
+  Residual(std::vector<std::unique_ptr<Layer>> body, std::vector<std::unique_ptr<Layer>> shortcut)
+      : body_(std::move(body)), shortcut_(std::move(shortcut)) {}
+  std::string kind() const override { return "Residual"; }
+  Shape output_shape(const Shape& in) const override;
+  bool needs_images() const override;
+  std::size_t min_training_batch() const override;
+  double scratch_bytes(const Shape& in, std::size_t samples) const override;
+  void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
+  void initialize(ParameterStore& params, std::uint64_t seed) override;
+  std::string arguments() const override;
+  void set_cross_rank(CrossRank* collectives) override;
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+  std::vector<std::size_t> parameter_indices() const override;
+  const LayerChain& body() const { return body_; }
+  const LayerChain& shortcut() const { return shortcut_; }
+
+ private:
+  void on_bind() override;
+  std::vector<const Layer*> inner() const;
+
+  LayerChain body_, shortcut_;  // an empty shortcut: the identity
+  Matrix shortcut_grad_{nullptr};
+};
+
+}  // namespace mpiddp

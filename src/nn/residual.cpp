@@ -1,0 +1,174 @@
+#include "mpiddp/nn/residual.hpp"
+
+#include <algorithm>
+
+#include "ops/pointwise/pointwise_ops.hpp"
+
+namespace mpiddp {
+namespace {
+
+// "body layer 2 (body.1)": how errors name a layer inside a residual branch.
+std::string branch_position(const std::string& name, std::size_t j) {
+  return name + " layer " + std::to_string(j + 1) + " (" + name + "." + std::to_string(j) + ")";
+}
+
+}  // namespace
+
+Shape LayerChain::output_shape(const Shape& in, const std::string& name) const {
+  Shape shape = in;
+  for (std::size_t j = 0; j < layers_.size(); ++j) {
+    try {
+      shape = layers_[j]->output_shape(shape);
+    } catch (const LayerError& e) {
+      throw LayerError(branch_position(name, j) + " " + layers_[j]->kind() + ": " + e.what());
+    }
+  }
+  return shape;
+}
+
+void LayerChain::declare(ParameterStore& params, const std::string& prefix, const std::string& name,
+                         const Shape& in) {
+  shapes_ = {in};
+  for (std::size_t j = 0; j < layers_.size(); ++j) {
+    try {
+      shapes_.push_back(layers_[j]->output_shape(shapes_.back()));
+      layers_[j]->declare(params, prefix + "." + name + "." + std::to_string(j), shapes_[j]);
+    } catch (const LayerError& e) {
+      throw LayerError(branch_position(name, j) + " " + layers_[j]->kind() + ": " + e.what());
+    }
+  }
+}
+
+void LayerChain::bind(Device& device) {
+  outputs_.clear();
+  for (std::size_t j = 0; j < layers_.size(); ++j) outputs_.emplace_back(&device);
+  grad_a_ = Matrix(&device);
+  grad_b_ = Matrix(&device);
+  for (auto& layer : layers_) layer->bind(device);
+}
+
+const Matrix& LayerChain::forward(const Matrix& x, const ForwardContext& ctx) {
+  const Matrix* input = &x;
+  for (std::size_t j = 0; j < layers_.size(); ++j) {
+    layers_[j]->forward(*input, outputs_[j], ctx);
+    input = &outputs_[j];
+  }
+  return *input;
+}
+
+void LayerChain::backward(const Matrix& x, const Matrix& dy, Matrix* dx, ParameterStore& params, bool accumulate) {
+  const Matrix* grad = &dy;
+  Matrix* buffers[2] = {&grad_a_, &grad_b_};
+  for (std::size_t j = layers_.size(); j-- > 0;) {
+    const Matrix& input = j == 0 ? x : outputs_[j - 1];
+    Matrix* grad_input = j == 0 ? dx : buffers[j % 2];
+    layers_[j]->backward(input, outputs_[j], *grad, grad_input, params, accumulate);
+    grad = grad_input;
+  }
+}
+
+double LayerChain::scratch_bytes(const Shape& in, std::size_t samples) const {
+  double bytes = 0;
+  Shape shape = in;
+  for (const auto& layer : layers_) {
+    bytes += layer->scratch_bytes(shape, samples);
+    shape = layer->output_shape(shape);
+    // Its output is kept for backward; the two gradient buffers are as large as the widest.
+    bytes += 3.0 * static_cast<double>(samples) * static_cast<double>(element_count(shape)) * sizeof(float);
+  }
+  return bytes;
+}
+
+Shape Residual::output_shape(const Shape& in) const {
+  const Shape body = body_.output_shape(in, "body");
+  const Shape shortcut = shortcut_.empty() ? in : shortcut_.output_shape(in, "shortcut");
+  if (body != shortcut)
+    throw LayerError("its body gives " + shape_text(body) + " but its " +
+                     (shortcut_.empty() ? "input (the identity shortcut) is " : "shortcut gives ") +
+                     shape_text(shortcut) + ": the two are added, so they must agree" +
+                     (shortcut_.empty() ? " (give a shortcut: residual(BODY ; SHORTCUT))" : ""));
+  return body;
+}
+
+std::vector<const Layer*> Residual::inner() const {
+  std::vector<const Layer*> all;
+  for (const LayerChain* chain : {&body_, &shortcut_})
+    for (const auto& layer : chain->layers()) all.push_back(layer.get());
+  return all;
+}
+
+bool Residual::needs_images() const {
+  const auto all = inner();
+  return std::any_of(all.begin(), all.end(), [](const Layer* layer) { return layer->needs_images(); });
+}
+
+std::size_t Residual::min_training_batch() const {
+  std::size_t fewest = 1;
+  for (const Layer* layer : inner()) fewest = std::max(fewest, layer->min_training_batch());
+  return fewest;
+}
+
+double Residual::scratch_bytes(const Shape& in, std::size_t samples) const {
+  // Besides the branches' own: the shortcut's input gradient, added into dx.
+  const double gradient = static_cast<double>(samples) * static_cast<double>(element_count(in)) * sizeof(float);
+  return body_.scratch_bytes(in, samples) + shortcut_.scratch_bytes(in, samples) +
+         (shortcut_.empty() ? 0.0 : gradient);
+}
+
+void Residual::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
+  output_shape(in);
+  body_.declare(params, prefix, "body", in);
+  shortcut_.declare(params, prefix, "shortcut", in);
+}
+
+void Residual::initialize(ParameterStore& params, std::uint64_t seed) {
+  for (LayerChain* chain : {&body_, &shortcut_})
+    for (const auto& layer : chain->layers()) layer->initialize(params, seed);
+}
+
+std::string Residual::arguments() const {
+  std::string text;
+  for (const LayerChain* chain : {&body_, &shortcut_}) {
+    if (chain == &shortcut_ && !chain->empty()) text += " ;";
+    for (const auto& layer : chain->layers()) text += (text.empty() ? "" : " ") + layer->kind();
+  }
+  return text;
+}
+
+void Residual::set_cross_rank(CrossRank* collectives) {
+  for (LayerChain* chain : {&body_, &shortcut_})
+    for (const auto& layer : chain->layers()) layer->set_cross_rank(collectives);
+}
+
+void Residual::on_bind() {
+  body_.bind(device());
+  shortcut_.bind(device());
+  shortcut_grad_ = Matrix(&device());
+}
+
+void Residual::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
+  const Matrix& f = body_.forward(x, ctx);
+  const Matrix& g = shortcut_.empty() ? x : shortcut_.forward(x, ctx);
+  y.resize(f.rows(), f.cols());
+  device().ops<PointwiseOps>().add(f.data(), g.data(), y.data(), y.size());
+}
+
+void Residual::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                        bool accumulate) {
+  // dy reaches both branches unchanged; their input gradients add up.
+  if (dx) dx->resize(x.rows(), x.cols());
+  if (!shortcut_.empty()) shortcut_.backward(x, dy, dx ? &shortcut_grad_ : nullptr, params, accumulate);
+  body_.backward(x, dy, dx, params, accumulate);
+  if (!dx) return;
+  const Matrix& through = shortcut_.empty() ? dy : shortcut_grad_;
+  device().ops<PointwiseOps>().add(dx->data(), through.data(), dx->data(), dx->size());
+}
+
+std::vector<std::size_t> Residual::parameter_indices() const {
+  std::vector<std::size_t> all;
+  for (const Layer* layer : inner())
+    for (std::size_t index : layer->parameter_indices()) all.push_back(index);
+  return all;
+}
+
+}  // namespace mpiddp
