@@ -14,7 +14,7 @@ packages=(
   libopenblas-dev zlib1g-dev
   nlohmann-json3-dev
   catch2
-  dataset-fashion-mnist
+  dataset-fashion-mnist bible-kjv bible-kjv-text
   python3-h5py python3-numpy python3-torch python3-matplotlib
   slurm-wlm munge iproute2
 )

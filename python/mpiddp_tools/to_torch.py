@@ -88,7 +88,8 @@ def read_checkpoint(h5py, path):
 
 
 def model_section(config_text, path):
-    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
+    # "#" comments as mpiddp has them; ";" is not one (it separates a residual's branches).
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#",))
     try:
         parser.read_string(config_text)
     except configparser.Error as e:
@@ -213,7 +214,7 @@ def export(torch, args, code, state, input_text):
     if args.module:
         docstring = f"The model of {os.path.basename(args.checkpoint)} (written by mpiddp scripts/to-torch)."
         text = (f"{docstring!r}\n"
-                f"import torch\n{torch_layers.RESIDUAL_SOURCE if 'Residual(' in code else ''}\n\ndef build():\n    return {code.replace(chr(10), chr(10) + '    ')}\n\n\n"
+                f"import torch\n{torch_layers.MODULES_SOURCE if torch_layers.needs_modules(code) else ''}\n\ndef build():\n    return {code.replace(chr(10), chr(10) + '    ')}\n\n\n"
                 f"def load(path={out!r}):\n    model = build()\n"
                 f"    model.load_state_dict(torch.load(path, weights_only=True))\n    return model.eval()\n")
 

@@ -33,7 +33,7 @@ MODULE = re.compile(r"torch\.nn\.[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_CLASSES = 1 << 30  # mpiddp's --classes range is [1, 2^30]
 WORD = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a "word" argument's value (approximate='tanh')
 
-RESIDUAL_SOURCE = """
+MODULES_SOURCE = """
 class Residual(torch.nn.Module):
     \"\"\"y = body(x) + x, or body(x) + shortcut(x): mpiddp's residual(BODY) and residual(BODY ; SHORTCUT).\"\"\"
 
@@ -44,14 +44,52 @@ class Residual(torch.nn.Module):
 
     def forward(self, x):
         return self.body(x) + (x if self.shortcut is None else self.shortcut(x))
+
+
+class PositionEmbedding(torch.nn.Module):
+    \"\"\"x + a learned [T, D] table (nanoGPT's wpe, added to the token embeddings).\"\"\"
+
+    def __init__(self, positions, width):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(positions, width).normal_())
+
+    def forward(self, x):
+        return x + self.weight
+
+
+class CausalSelfAttention(torch.nn.Module):
+    \"\"\"nanoGPT's CausalSelfAttention (without dropout): c_attn to q, k, v, causal softmax per head, c_proj.\"\"\"
+
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = torch.nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = torch.nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 """
+CUSTOM = re.compile(r"\b(Residual|PositionEmbedding|CausalSelfAttention)\(")
+RESIDUAL_SOURCE = MODULES_SOURCE  # the name older callers use
 
 
 def namespace(torch):
-    """The names generated module code uses: torch and Residual."""
+    """The names generated module code uses: torch and the modules of MODULES_SOURCE."""
     names = {"torch": torch}
-    exec(RESIDUAL_SOURCE, names)  # our own constant text
+    exec(MODULES_SOURCE, names)  # our own constant text
     return names
+
+
+def needs_modules(code):
+    """Whether generated code uses a module of MODULES_SOURCE (a module file must then define them)."""
+    return CUSTOM.search(code) is not None
 
 
 class LayerListError(ValueError):
@@ -106,7 +144,9 @@ def where(entry):
 
 def literal(entry, key, value):
     """An argument's value as Python text: ints, finite floats as their repr() (inf and nan are not literals),
-    and words (lower-case names) as string literals."""
+    booleans, and words (lower-case names) as string literals."""
+    if isinstance(value, bool):
+        return repr(value)
     if isinstance(value, str):
         if not WORD.fullmatch(value):
             raise LayerListError(f"{where(entry)}: {key} is {value!r}, not a word")
@@ -178,8 +218,25 @@ def branch(entry, key):
     return value
 
 
+def weight_shape(entry, params, suffix):
+    prefix = path(entry)
+    weight = params.get(prefix + suffix)
+    shape = tuple(int(d) for d in getattr(weight, "shape", ()))
+    if weight is None or len(shape) != 2 or min(shape) < 1:
+        raise LayerListError(f"{where(entry)}: no 2-D parameter {prefix}{suffix}")
+    return shape
+
+
 def entry_code(entry, params):
-    """One resolved layer's constructor text; a residual's holds its branches' Sequentials."""
+    """One resolved layer's constructor text; a residual's holds its branches' Sequentials; nanoGPT's modules
+    take their sizes from their weights."""
+    if entry.get("name") == "position_embedding":
+        positions, width = weight_shape(entry, params, ".weight")
+        return f"PositionEmbedding({positions}, {width})"
+    if entry.get("name") == "causal_self_attention":
+        width = weight_shape(entry, params, ".c_attn.weight")[1]
+        heads = entry["arguments"].get("num_heads")
+        return f"CausalSelfAttention(n_embd={width}, n_head={literal(entry, 'num_heads', heads)})"
     if entry.get("name") == "residual":
         body = "torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in branch(entry, "body")) + ")"
         shortcut = branch(entry, "shortcut")
@@ -209,15 +266,21 @@ def module(torch, entry, input_size=None):
 def probed_modules(torch, resolved, sample_shape):
     """torch modules of a resolved list, each input size found by running a probe batch through the modules
     before it (residual branches included): for callers without mpiddp's parameters."""
-    modules, probe = [], torch.zeros((2,) + tuple(sample_shape))
+    tokens = bool(resolved) and resolved[0].get("name") == "embedding"
+    modules, probe = [], torch.zeros((2,) + tuple(sample_shape), dtype=torch.long if tokens else torch.float32)
     for entry in resolved:
         if entry.get("name") == "residual":
             body = torch.nn.Sequential(*probed_modules(torch, branch(entry, "body"), probe.shape[1:]))
             shortcut = branch(entry, "shortcut")
             shortcut = torch.nn.Sequential(*probed_modules(torch, shortcut, probe.shape[1:])) if shortcut else None
             modules.append(namespace(torch)["Residual"](body, shortcut))
+        elif entry.get("name") == "position_embedding":
+            modules.append(namespace(torch)["PositionEmbedding"](probe.shape[1], probe.shape[2]))
+        elif entry.get("name") == "causal_self_attention":
+            modules.append(namespace(torch)["CausalSelfAttention"](probe.shape[2], entry["arguments"]["num_heads"]))
         else:
-            modules.append(module(torch, entry, probe.shape[1] if entry.get("input_argument") else None))
+            size = probe.shape[-1] if entry.get("name") == "linear" else probe.shape[1]
+            modules.append(module(torch, entry, size if entry.get("input_argument") else None))
         probe = modules[-1](probe)
     return modules
 

@@ -17,13 +17,13 @@ namespace mpiddp {
 namespace {
 
 void print_table() {
-  std::printf("%-12s %-24s %s\n", "layer", "torch.nn module", "arguments (positional order; = default)");
+  std::printf("%-22s %-34s %s\n", "layer", "torch module", "arguments (positional order; = default)");
   for (const LayerSpec& spec : layer_table()) {
     std::string arguments;
     for (const auto& a : spec.arguments)
       arguments += (arguments.empty() ? "" : ", ") + a.name +
                    (a.fallback.empty() ? "" : a.fallback[0] == '=' ? " = " + a.fallback.substr(1) : " = " + a.fallback);
-    std::printf("%-12s %-24s %s\n", spec.name.c_str(), ("torch.nn." + spec.torch_module).c_str(),
+    std::printf("%-22s %-34s %s\n", spec.name.c_str(), torch_module_name(spec).c_str(),
                 arguments.empty() ? "-" : arguments.c_str());
   }
 }

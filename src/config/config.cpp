@@ -22,6 +22,7 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/config/rules.hpp"
+#include "ini_lines.hpp"
 
 namespace po = boost::program_options;
 
@@ -210,6 +211,10 @@ void describe(Schema& s, Config& c) {
   s.add("data.labels", &c.data.labels, "labels dataset name in each shard");
   s.add("data.task", &c.data.task, "{}");
   s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
+  s.add("data.context", &c.data.context,
+        "token shards (mpiddp shard --format bytes|llmc): a sample is a window of context + 1 consecutive tokens "
+        "(input: the first context, targets: the last); 0 = row shards (features, labels)",
+        between(0, 1 << 20));
   s.add("data.shuffle", &c.data.shuffle, "shuffle each epoch (seed + epoch)");
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
   s.add_list("data.augment", &c.data.augment,
@@ -439,8 +444,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       throw InputError(path + ": is a directory, not an input file");
     std::ifstream file(path);
     if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");
+    std::istringstream joined(join_continuation_lines(file, path));
     try {
-      po::store(po::parse_config_file(file, schema.options(), false), values);
+      po::store(po::parse_config_file(joined, schema.options(), false), values);
     } catch (const po::error& e) {
       throw InputError(path + ": " + e.what());
     }

@@ -15,6 +15,7 @@
 #include "mpiddp/common/error.hpp"
 #include "io/stored_extent.hpp"
 #include "shard.hpp"
+#include "token_windows.hpp"
 
 namespace mpiddp {
 
@@ -59,6 +60,15 @@ std::vector<std::string> list_shards(const std::string& spec) {
 
 ShardedDataset::ShardedDataset(ShardedDataset&&) noexcept = default;
 ShardedDataset::~ShardedDataset() = default;
+
+ShardedDataset::ShardedDataset(const std::string& spec, int context)
+    : windows_(std::make_unique<TokenWindows>(list_shards(spec), context)), kind_(LabelKind::class_id) {
+  size_ = windows_->size();
+  feature_dim_ = target_dim_ = static_cast<std::size_t>(context);
+  sample_shape_ = {feature_dim_};
+  declared_classes_ = static_cast<int>(windows_->vocab_size());
+  if (size_ == 0) throw InputError(spec + ": data set is empty (no window of " + std::to_string(context + 1) + " tokens)");
+}
 
 ShardedDataset::ShardedDataset(const std::string& spec, const std::string& features_name,
                                const std::string& labels_name, LabelKind kind)
@@ -327,12 +337,17 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
 }
 
 std::string ShardedDataset::describe() const {
+  if (windows_)
+    return std::to_string(size_) + " windows of " + std::to_string(feature_dim_) + " + 1 tokens (" +
+           std::to_string(windows_->tokens()) + " tokens, vocabulary " + std::to_string(windows_->vocab_size()) +
+           ") in " + std::to_string(windows_->shards()) + " shard(s)";
   return std::to_string(size_) + " samples in " + std::to_string(shards_.size()) + " shard(s), " +
          std::to_string(feature_dim_) + " features (" + (stored_uint8_ ? "uint8" : "float32") + "), " +
          (all_mapped_ ? "memory-mapped reads" : "HDF5 hyperslab reads");
 }
 
 void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) {
+  if (windows_) return windows_->read(indices, out, classes_ > 0 ? classes_ : windows_->vocab_size());
   const std::size_t n = indices.size();
   out.features.resize(n, feature_dim_);
   if (kind_ == LabelKind::class_id) out.class_ids.resize(n);

@@ -11,11 +11,14 @@
 #include "mpiddp/common/error.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
+#include "shard_files.hpp"
 
 namespace mpiddp {
 namespace {
 
 constexpr std::size_t kBlockRows = 4096;  // rows converted per read: bounds memory use
+
+}  // namespace
 
 std::string shard_name(const std::string& prefix, int index, int count) {
   char name[64];
@@ -39,8 +42,6 @@ void write_rows(hid_t dataset, hid_t mem_type, const void* data, hsize_t first, 
   h5::check<RuntimeError>(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data),
                           path + ": write failed (disk full?)");
 }
-
-}  // namespace
 
 void check_shard_output_dir(const std::string& out_dir) {
   std::error_code ec;
@@ -130,13 +131,7 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
 
 }  // namespace
 
-ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
-                          const ShardProgress& progress) {
-  h5::silence_errors();
-  if (shards < 1) throw InputError("--shards must be at least 1");
-  const std::int64_t total = source.rows();
-  if (total == 0) throw InputError("the source holds no rows");
-  if (shards > total) shards = static_cast<int>(total);
+ShardSummary convert_into_new_directory(const std::string& out_dir, const Conversion& convert) {
   check_shard_output_dir(out_dir);
   std::error_code ec;
   const bool created = !std::filesystem::exists(out_dir, ec);
@@ -144,7 +139,7 @@ ShardSummary write_shards(RowSource& source, const std::string& out_dir, int sha
   if (ec) throw InputError(out_dir + ": cannot create directory (" + ec.message() + ")");
   std::vector<std::string> written;
   try {
-    return convert(source, out_dir, shards, prefix, progress, written);
+    return convert(written);
   } catch (...) {
     // A failed conversion leaves nothing new: no partial shard, no .tmp file,
     // and no directory it created.
@@ -152,6 +147,18 @@ ShardSummary write_shards(RowSource& source, const std::string& out_dir, int sha
     if (created) std::filesystem::remove(out_dir, ec);
     throw;
   }
+}
+
+ShardSummary write_shards(RowSource& source, const std::string& out_dir, int shards, const std::string& prefix,
+                          const ShardProgress& progress) {
+  h5::silence_errors();
+  if (shards < 1) throw InputError("--shards must be at least 1");
+  const std::int64_t total = source.rows();
+  if (total == 0) throw InputError("the source holds no rows");
+  if (shards > total) shards = static_cast<int>(total);
+  return convert_into_new_directory(out_dir, [&](std::vector<std::string>& written) {
+    return convert(source, out_dir, shards, prefix, progress, written);
+  });
 }
 
 }  // namespace mpiddp

@@ -9,9 +9,10 @@
 namespace mpiddp::cpu {
 
 void linear_forward(const float* x, const float* w, const float* b, float* y, int n, int in, int out) {
-  // Seed y with the bias so one GEMM with beta = 1 does the rest.
-  for (int r = 0; r < n; ++r) std::copy(b, b + out, y + static_cast<std::size_t>(r) * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+  // Seed y with the bias (if any) so one GEMM with beta = 1 does the rest.
+  if (b)
+    for (int r = 0; r < n; ++r) std::copy(b, b + out, y + static_cast<std::size_t>(r) * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
 namespace {
@@ -28,6 +29,7 @@ void linear_backward_params(const float* x, const float* dy, float* dw, float* d
                             bool accumulate) {
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
               dw, in);
+  if (!db) return;  // a layer without bias
   if (!accumulate) std::fill(db, db + out, 0.0f);
   add_column_sums(dy, db, n, out);
 }

@@ -44,6 +44,12 @@ double LayerArguments::real(const std::string& name, double low, double high, bo
   return value;
 }
 
+bool LayerArguments::boolean(const std::string& name) const {
+  const std::string& value = text(name);
+  if (value != "true" && value != "false") throw LayerError(name + " '" + value + "' is not true or false");
+  return value == "true";
+}
+
 const std::string& LayerArguments::word(const std::string& name, const std::vector<std::string>& allowed) const {
   const std::string& value = text(name);
   std::string choices;

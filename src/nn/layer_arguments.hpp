@@ -21,6 +21,8 @@ class LayerArguments {
   // A number in [low, high] (high_open: < high).
   double real(const std::string& name, double low, double high, bool high_open) const;
 
+  // true or false (the table's type "bool").
+  bool boolean(const std::string& name) const;
   // One of `allowed` (the table's type "word").
   const std::string& word(const std::string& name, const std::vector<std::string>& allowed) const;
 

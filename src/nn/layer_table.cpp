@@ -14,21 +14,30 @@ const std::vector<LayerSpec>& layer_table() {
       {"avgpool2d",   "AvgPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
       {"batchnorm1d", "BatchNorm1d", {{"eps", "1e-05", "float"}, {"momentum", "0.1", "float"}}, "num_features", 0},
       {"batchnorm2d", "BatchNorm2d", {{"eps", "1e-05", "float"}, {"momentum", "0.1", "float"}}, "num_features", 0},
+      // nanoGPT's module (mpiddp_tools.torch_layers defines it for PyTorch)
+      {"causal_self_attention", "mpiddp_tools.CausalSelfAttention",
+                                     {{"num_heads", "", "int"}, {"dropout", "0", "float"}}, "", -1},
       {"conv2d",      "Conv2d",      {{"out_channels", "", "int"}, {"kernel_size", "", "int"},
                                       {"stride", "1", "int"}, {"padding", "0", "int"}}, "in_channels", 1},
       {"dropout",     "Dropout",     {{"p", "0.5", "float"}}, "", -1},
+      {"embedding",   "Embedding",   {{"num_embeddings", "", "int"}, {"embedding_dim", "", "int"}}, "", -1},
       {"flatten",     "Flatten",     {}, "", -1},
       {"gelu",        "GELU",        {{"approximate", "none", "word"}}, "", -1},
       {"layernorm",   "LayerNorm",   {{"eps", "1e-05", "float"}}, "normalized_shape", 0},
-      {"linear",      "Linear",      {{"out_features", "=classes", "int"}}, "in_features", 1},
+      {"linear",      "Linear",      {{"out_features", "=classes", "int"}, {"bias", "true", "bool"}}, "in_features", 1},
       {"maxpool2d",   "MaxPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
+      {"position_embedding", "mpiddp_tools.PositionEmbedding", {}, "", -1},
       {"relu",        "ReLU",        {}, "", -1},
       // y = f(x) + x or f(x) + g(x): its inside is layer lists, not arguments.
-      {"residual",    "Residual",    {}, "", -1},
+      {"residual",    "mpiddp_tools.Residual", {}, "", -1},
       {"tanh",        "Tanh",        {}, "", -1},
   };
   // clang-format on
   return table;
+}
+
+std::string torch_module_name(const LayerSpec& spec) {
+  return spec.torch_module.find('.') == std::string::npos ? "torch.nn." + spec.torch_module : spec.torch_module;
 }
 
 const LayerSpec* find_layer_spec(const std::string& name) {
@@ -139,7 +148,7 @@ Json resolved_json(const std::vector<ResolvedLayer>& layers) {
     entry["index"] = layer.index;
     entry["path"] = layer.path;
     entry["name"] = layer.spec->name;
-    entry["torch_module"] = "torch.nn." + layer.spec->torch_module;
+    entry["torch_module"] = torch_module_name(*layer.spec);
     entry["arguments"] = Json::object();
     for (std::size_t i = 0; i < layer.arguments.size(); ++i) {
       const auto& [key, value] = layer.arguments[i];
@@ -147,6 +156,7 @@ Json resolved_json(const std::vector<ResolvedLayer>& layers) {
       const std::string& type = layer.spec->arguments[i].type;
       if (type == "int") entry["arguments"][key] = std::stoll(value);
       else if (type == "word") entry["arguments"][key] = value;
+      else if (type == "bool") entry["arguments"][key] = value == "true";
       else entry["arguments"][key] = std::stod(value);
     }
     entry["input_argument"] = layer.spec->input_argument.empty() ? Json() : Json(layer.spec->input_argument);
@@ -171,7 +181,7 @@ std::string layer_table_json() {
   for (const LayerSpec& spec : layer_table()) {
     Json entry;
     entry["name"] = spec.name;
-    entry["torch_module"] = "torch.nn." + spec.torch_module;
+    entry["torch_module"] = torch_module_name(spec);
     entry["arguments"] = Json::array();
     for (const auto& a : spec.arguments) {
       Json argument;

@@ -10,23 +10,35 @@ namespace mpiddp {
 
 // ---- Linear ----------------------------------------------------------------
 
+// On {features} as nn.Linear; on a sequence {T, D} on the last dimension, each
+// position a row of the product (images need flatten first).
 Shape Linear::output_shape(const Shape& in) const {
-  if (in.size() != 1)
-    throw LayerError("linear needs one feature dimension per sample, but gets " + shape_text(in) +
-                     " (put flatten before it)");
-  // The matrix products take both widths as ints.
-  indexable(in[0], "its input width");
+  if (in.size() != 1 && in.size() != 2)
+    throw LayerError("linear needs one feature dimension per sample (or {positions, features}), but gets " +
+                     shape_text(in) + " (put flatten before it)");
+  // The matrix products take both widths and the rows as ints.
+  indexable(in.back(), "its input width");
+  indexable(in.front(), "its positions");
+  if (in.size() == 2) return {in[0], indexable(out_, "its output width")};
   return {indexable(out_, "its output width")};
 }
 
 std::string Linear::arguments() const {
-  return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_);
+  return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
+         (has_bias_ ? "" : ", bias=False");
 }
 
 void Linear::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
-  in_ = element_count(in);
+  output_shape(in);
+  in_ = in.back();
+  rows_per_sample_ = in.size() == 2 ? in[0] : 1;
   weight_ = params.add(prefix + ".weight", {out_, in_});
-  bias_ = params.add(prefix + ".bias", {out_});
+  if (has_bias_) bias_ = params.add(prefix + ".bias", {out_});
+}
+
+std::vector<std::size_t> Linear::parameter_indices() const {
+  if (has_bias_) return {weight_, bias_};
+  return {weight_};
 }
 
 void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::uint64_t seed) {
@@ -38,23 +50,27 @@ void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::u
 
 void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  for (std::size_t index : {weight_, bias_}) fill_uniform(params, index, bound, seed);
+  for (std::size_t index : parameter_indices()) fill_uniform(params, index, bound, seed);
   params_ = &params;
 }
 
+int Linear::product_rows(const Matrix& x) const {
+  return static_cast<int>(indexable(x.rows() * rows_per_sample_, "rows of its product (samples x positions)"));
+}
+
 void Linear::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
-  y.resize(x.rows(), out_);
-  dense().linear_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(),
-                          static_cast<int>(x.rows()), static_cast<int>(in_), static_cast<int>(out_), scratch_.get());
+  y.resize(x.rows(), out_ * rows_per_sample_);
+  dense().linear_forward(x.data(), params_->value(weight_), has_bias_ ? params_->value(bias_) : nullptr, y.data(),
+                         product_rows(x), static_cast<int>(in_), static_cast<int>(out_), scratch_.get());
 }
 
 void Linear::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                       bool accumulate) {
-  const int n = static_cast<int>(x.rows());
-  dense().linear_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), n,
-                                  static_cast<int>(in_), static_cast<int>(out_), accumulate, scratch_.get());
+  const int n = product_rows(x);
+  dense().linear_backward_params(x.data(), dy.data(), params.grad(weight_), has_bias_ ? params.grad(bias_) : nullptr,
+                                 n, static_cast<int>(in_), static_cast<int>(out_), accumulate, scratch_.get());
   if (dx) {
-    dx->resize(x.rows(), in_);
+    dx->resize(x.rows(), x.cols());
     dense().linear_backward_input(dy.data(), params.value(weight_), dx->data(), n, static_cast<int>(in_),
                                    static_cast<int>(out_), scratch_.get());
   }

@@ -8,8 +8,10 @@
 
 #include "layer_arguments.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/nn/attention.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv_layers.hpp"
+#include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/layernorm.hpp"
 #include "mpiddp/nn/layers.hpp"
@@ -29,7 +31,19 @@ using LayerFactory = std::function<std::unique_ptr<Layer>(LayerArguments&, const
 
 // Factories: the arguments, their order and defaults are the layer table's.
 std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext&) {
-  return std::make_unique<Linear>(static_cast<std::size_t>(a.integer("out_features", 1)));
+  return std::make_unique<Linear>(static_cast<std::size_t>(a.integer("out_features", 1)), a.boolean("bias"));
+}
+
+std::unique_ptr<Layer> make_embedding(LayerArguments& a, const LayerContext&) {
+  return std::make_unique<Embedding>(static_cast<std::size_t>(a.integer("num_embeddings", 1)),
+                                     static_cast<std::size_t>(a.integer("embedding_dim", 1)));
+}
+
+std::unique_ptr<Layer> make_attention(LayerArguments& a, const LayerContext&) {
+  if (a.real("dropout", 0.0, 1.0, true) != 0.0)
+    throw LayerError("dropout on the attention probabilities is not implemented yet: use 0 (dropout layers around "
+                     "the block work)");
+  return std::make_unique<CausalSelfAttention>(static_cast<std::size_t>(a.integer("num_heads", 1)));
 }
 
 std::unique_ptr<Layer> make_conv2d(LayerArguments& a, const LayerContext&) {
@@ -81,6 +95,12 @@ const std::map<std::string, LayerFactory>& factories() {
       {"batchnorm1d", batchnorm(1)},
       {"batchnorm2d", batchnorm(2)},
       {"layernorm", make_layernorm},
+      {"embedding", make_embedding},
+      {"position_embedding",
+       [](LayerArguments&, const LayerContext&) -> std::unique_ptr<Layer> {
+         return std::make_unique<PositionEmbedding>();
+       }},
+      {"causal_self_attention", make_attention},
       {"relu", activation(ActivationKind::relu)},
       {"gelu", make_gelu},
       {"residual", nullptr},  // make_residual: it builds layer lists
@@ -208,7 +228,10 @@ Prepared prepare(const ModelConfig& model, const Shape& input, std::size_t outpu
   }
 }
 
-void check_output(const Shape& output, std::size_t outputs) {
+// One class score per sample, or per position of a sequence ({T} of token ids in,
+// {T, classes} out: the next token's scores at every position).
+void check_output(const Shape& input, const Shape& output, std::size_t outputs) {
+  if (input.size() == 1 && output == Shape{input[0], outputs}) return;
   if (output != Shape{outputs})
     throw LayerError("the last layer gives " + shape_text(output) + " per sample, but the loss needs " +
                      std::to_string(outputs) + " (" + "classes or regression targets" +
@@ -222,7 +245,7 @@ std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& i
   Prepared p = prepare(model, input, outputs);
   try {
     auto built = std::make_unique<Sequential>(std::move(p.layers), p.input, seed, device);
-    check_output(built->output_shape(), outputs);
+    check_output(p.input, built->output_shape(), outputs);
     return built;
   } catch (const LayerError& e) {
     throw InputError(p.key + ": " + e.what());
@@ -243,7 +266,7 @@ ModelPlan plan_model(const ModelConfig& model, const Shape& input, std::size_t o
   try {
     ParameterStore store;  // names and shapes only: nothing is allocated
     const std::vector<Shape> shapes = declare_layers(p.layers, p.input, store);
-    check_output(shapes.back(), outputs);
+    check_output(p.input, shapes.back(), outputs);
     ModelPlan plan;
     plan.layers = p.layers.size();
     plan.arrays = store.list().size();

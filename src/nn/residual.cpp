@@ -67,6 +67,11 @@ void LayerChain::backward(const Matrix& x, const Matrix& dy, Matrix* dx, Paramet
   }
 }
 
+void LayerChain::list_inner(const std::string& name, std::vector<InnerLayer>& out) const {
+  for (std::size_t j = 0; j < layers_.size() && j + 1 < shapes_.size(); ++j)
+    out.push_back({name + "." + std::to_string(j), layers_[j].get(), shapes_[j + 1]});
+}
+
 double LayerChain::scratch_bytes(const Shape& in, std::size_t samples) const {
   double bytes = 0;
   Shape shape = in;
@@ -127,12 +132,7 @@ void Residual::initialize(ParameterStore& params, std::uint64_t seed) {
 }
 
 std::string Residual::arguments() const {
-  std::string text;
-  for (const LayerChain* chain : {&body_, &shortcut_}) {
-    if (chain == &shortcut_ && !chain->empty()) text += " ;";
-    for (const auto& layer : chain->layers()) text += (text.empty() ? "" : " ") + layer->kind();
-  }
-  return text;
+  return shortcut_.empty() ? "identity shortcut" : "projection shortcut";
 }
 
 void Residual::set_cross_rank(CrossRank* collectives) {
@@ -162,6 +162,13 @@ void Residual::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix
   if (!dx) return;
   const Matrix& through = shortcut_.empty() ? dy : shortcut_grad_;
   device().ops<PointwiseOps>().add(dx->data(), through.data(), dx->data(), dx->size());
+}
+
+std::vector<InnerLayer> Residual::inner_layers() const {
+  std::vector<InnerLayer> all;
+  body_.list_inner("body", all);
+  shortcut_.list_inner("shortcut", all);
+  return all;
 }
 
 std::vector<std::size_t> Residual::parameter_indices() const {

@@ -100,17 +100,29 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
   }
 }
 
+namespace {
+
+// One line for `layer` named `name`, then its inner layers indented under it.
+void describe_layer(const Layer& layer, const std::string& name, const Shape& output, const ParameterStore& params,
+                    int depth, std::string& text) {
+  std::size_t count = 0;
+  for (std::size_t index : layer.parameter_indices()) count += params.list()[index].count;
+  const std::string module = layer.kind() + "(" + layer.arguments() + ")";
+  const std::string label = std::string(2 * static_cast<std::size_t>(depth), ' ') + name;
+  char line[512];
+  std::snprintf(line, sizeof(line), "  %-10s %-48s %-14s %10zu\n", label.c_str(), module.c_str(),
+                shape_text(output).c_str(), count);
+  text += line;
+  for (const InnerLayer& inner : layer.inner_layers())
+    describe_layer(*inner.layer, inner.name, inner.output, params, depth + 1, text);
+}
+
+}  // namespace
+
 std::string Sequential::describe() const {
   std::string text;
-  char line[256];
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::size_t count = 0;
-    for (std::size_t index : layers_[i]->parameter_indices()) count += params_.list()[index].count;
-    const std::string module = layers_[i]->kind() + "(" + layers_[i]->arguments() + ")";
-    std::snprintf(line, sizeof(line), "  layers.%-3zu %-48s %-14s %10zu\n", i, module.c_str(),
-                  shape_text(shapes_[i + 1]).c_str(), count);
-    text += line;
-  }
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    describe_layer(*layers_[i], "layers." + std::to_string(i), shapes_[i + 1], params_, 0, text);
   return text;
 }
 

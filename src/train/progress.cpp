@@ -30,14 +30,17 @@ WindowTotals ProgressLog::fold() {
 double ProgressLog::record(const RecordPoint& at) {
   const WindowTotals window = totals();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
-  const double rate = window.samples / std::max(1e-9, seconds);
+  // The window counts what the loss averages over: samples, or a sequence model's target tokens.
+  const int context = session_.config.data.context;
+  const double rate = window.samples / std::max(1e-9, seconds) / std::max(1, context);
   const double mean_loss = window.loss / std::max(1.0, window.samples);
   std::string line;
   if (session_.root) {
-    std::printf("epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f samples/s ETA %s\n",
+    std::printf("epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f %s/s ETA %s\n",
                 static_cast<long long>(at.epoch), session_.config.train.epochs,
                 static_cast<long long>(at.step_in_epoch), static_cast<long long>(at.steps_per_epoch), mean_loss,
-                at.lr, rate, format_duration(at.eta_s).c_str());
+                at.lr, context > 0 ? rate * context : rate, context > 0 ? "tokens" : "samples",
+                format_duration(at.eta_s).c_str());
     std::fflush(stdout);
     Json record;
     record["type"] = "train";
@@ -47,6 +50,7 @@ double ProgressLog::record(const RecordPoint& at) {
     record["loss"] = mean_loss;
     record["lr"] = at.lr;
     record["samples_per_s"] = rate;
+    if (session_.config.data.context > 0) record["tokens_per_s"] = rate * session_.config.data.context;
     line = json_line(record);
   }
   // Every rank ends with rank 0's line when the record cannot be written.

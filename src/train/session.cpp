@@ -1,5 +1,7 @@
 #include "mpiddp/train/session.hpp"
 
+#include "mpiddp/nn/embedding.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/elastic.hpp"
 #include "mpiddp/train/memory_budget.hpp"
@@ -81,11 +84,28 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
   plan = plan_steps(config, train_data->size(), comm.size());
 }
 
+// Token shards (data.context): windows of tokens, a class (the next token) per position.
+void TrainingSession::open_token_data() {
+  const int context = config.data.context;
+  if (!classification)
+    throw InputError("data.context = " + std::to_string(context) +
+                     ": token shards train a classifier of the next token; data.task must be classification");
+  if (!config.data.augment.empty())
+    throw InputError("data.augment: transforms images, but data.context = " + std::to_string(context) +
+                     " reads token shards");
+  train_data.emplace(config.data.train, context);
+  if (config.train.eval && !config.data.test.empty()) test_data.emplace(config.data.test, context);
+}
+
 void TrainingSession::open_data(int ranks_on_node) {
   const LabelKind label_kind = classification ? LabelKind::class_id : LabelKind::target;
   agree_or_fail(comm, [&] {
-    train_data.emplace(config.data.train, config.data.features, config.data.labels, label_kind);
-    if (config.train.eval && !config.data.test.empty()) {
+    if (config.data.context > 0) {
+      open_token_data();
+    } else {
+      train_data.emplace(config.data.train, config.data.features, config.data.labels, label_kind);
+    }
+    if (config.train.eval && !config.data.test.empty() && config.data.context == 0) {
       test_data.emplace(config.data.test, config.data.features, config.data.labels, label_kind);
       if (test_data->feature_dim() != train_data->feature_dim())
         throw InputError(config.data.test + ": " + std::to_string(test_data->feature_dim()) +
@@ -101,6 +121,9 @@ void TrainingSession::open_data(int ranks_on_node) {
       const int declared = train_data->declared_classes();
       if (test_data && test_data->declared_classes() > 0 && declared > 0 && test_data->declared_classes() != declared)
         throw InputError(config.data.test + ": num_classes " + std::to_string(test_data->declared_classes()) +
+                         ", but " + config.data.train + " has " + std::to_string(declared));
+      if (test_data && train_data->holds_tokens() && test_data->declared_classes() != declared)
+        throw InputError(config.data.test + ": vocab_size " + std::to_string(test_data->declared_classes()) +
                          ", but " + config.data.train + " has " + std::to_string(declared));
       const int classes = config.model.classes > 0 ? config.model.classes : declared;
       if (classes == 0)
@@ -124,8 +147,38 @@ void TrainingSession::open_data(int ranks_on_node) {
   });
 }
 
+namespace {
+
+// Token ids go to an embedding, and only there: refused before the model is
+// built, so the message names the real mismatch and not a shape it causes.
+void check_token_input(const Config& config, bool tokens, std::size_t vocab) {
+  if (config.model.layers.empty()) {
+    if (tokens) throw InputError("data.context reads token ids: set model.layers, starting with embedding(V, D)");
+    return;
+  }
+  const auto layers = build_layers(config.model.layers, 1, false);
+  for (std::size_t i = 1; i < layers.size(); ++i)
+    if (layers[i]->takes_tokens())
+      throw InputError("model.layers: " + layer_position(i) + " " + layers[i]->kind() +
+                       ": reads token ids, so it must be the first layer");
+  if (!tokens && layers[0]->takes_tokens())
+    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": reads token ids, but " +
+                     config.data.train + " is read as rows of features: set data.context for token shards");
+  if (tokens && !layers[0]->takes_tokens())
+    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": data.context = " +
+                     std::to_string(config.data.context) +
+                     " reads token ids, which only embedding(V, D) takes as the first layer");
+  if (const auto* embedding = dynamic_cast<const Embedding*>(layers[0].get()); tokens && embedding->entries() < vocab)
+    throw InputError("model.layers: layer 1 (layers.0) Embedding: num_embeddings " +
+                     std::to_string(embedding->entries()) + " is below the vocabulary size " + std::to_string(vocab) +
+                     " of " + config.data.train);
+}
+
+}  // namespace
+
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
+    check_token_input(config, train_data->holds_tokens(), outputs);
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
     check_training_batches(*model, config, samples_per_rank(train_data->size(), comm.size(), config.data.drop_last),
                            "every epoch");

@@ -7,10 +7,19 @@
 namespace mpiddp {
 
 namespace {
+// Rows of the loss per sample: a sequence model's output {T, classes} scores
+// every position, and the loss is the mean over every target token.
+std::size_t loss_rows_per_sample(const Sequential& model) {
+  const Shape& out = model.output_shape();
+  return out.size() == 2 ? out[0] : 1;
+}
+
 // Adds the loss of `output` to the device's running sums; grad (may be null)
 // receives d(mean loss)/d(output).
-void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, bool classification, Matrix* grad) {
-  const int n = static_cast<int>(output.rows()), width = static_cast<int>(output.cols());
+void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, bool classification, Matrix* grad,
+                std::size_t per_sample) {
+  const int n = static_cast<int>(indexable(output.rows() * per_sample, "rows of the loss (samples x positions)"));
+  const int width = static_cast<int>(output.cols() / per_sample);
   if (grad) grad->resize(output.rows(), output.cols());
   float* g = grad ? grad->data() : nullptr;
   LossOps& losses = device.ops<LossOps>();
@@ -39,7 +48,7 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     const Matrix& output = model.forward(*batch.features, ctx);
     {
       TraceSpan span("loss");
-      apply_loss(device, output, batch, in.classification, &grad_output);
+      apply_loss(device, output, batch, in.classification, &grad_output, loss_rows_per_sample(model));
     }
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
     if (!in.resident) device.done_with_stage(slot);
@@ -69,7 +78,8 @@ LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classifica
   ForwardContext ctx;
   ctx.training = false;
   const StagedBatch staged = device.stage(batch, 0);
-  apply_loss(device, model.forward(*staged.features, ctx), staged, classification, nullptr);
+  apply_loss(device, model.forward(*staged.features, ctx), staged, classification, nullptr,
+             loss_rows_per_sample(model));
   device.done_with_stage(0);
   return device.ops<LossOps>().take_loss();
 }

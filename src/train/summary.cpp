@@ -42,6 +42,10 @@ void write_summary(const TrainSummary& sm, bool classification, RunOutput& outpu
   json["global_batch"] = sm.global_batch;
   json["train_samples"] = sm.train_samples;
   json["train_samples_per_s"] = sm.train_samples_per_s;
+  if (sm.context > 0) {  // a sequence model: every sample is `context` target tokens
+    json["train_tokens_per_s"] = sm.train_samples_per_s * sm.context;
+    json["test_bits_per_token"] = sm.evaluated ? sm.test_loss / kLn2 : -1.0;
+  }
   json["train_s"] = sm.train_s;
   json["wall_s"] = sm.wall_s;
   json["data_wait_share"] = sm.data_wait_share;
@@ -59,7 +63,11 @@ void write_summary(const TrainSummary& sm, bool classification, RunOutput& outpu
               sm.preempted ? "preempted" : "done", static_cast<long long>(sm.steps),
               format_duration(sm.wall_s).c_str(), sm.train_samples_per_s, 100 * sm.data_wait_share,
               100 * sm.allreduce_share);
-  if (accuracy) std::printf(", test accuracy %.4f", sm.test_accuracy);
+  if (sm.context > 0) std::printf(", %.0f tokens/s", sm.train_samples_per_s * sm.context);
+  if (accuracy && sm.context > 0)
+    std::printf(", test loss %.4f nats/token (%.4f bits/token)", sm.test_loss, sm.test_loss / kLn2);
+  else if (accuracy)
+    std::printf(", test accuracy %.4f", sm.test_accuracy);
   std::printf("\n");
   std::fflush(stdout);
 }

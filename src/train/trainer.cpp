@@ -158,7 +158,8 @@ class Trainer {
     state_.micro_batches += micro_.size();
     ++state_.global_step;
     progress_.add(r);
-    local_samples_ += static_cast<double>(r.count);
+    // A sequence model's loss counts target tokens: data.context per sample.
+    local_samples_ += static_cast<double>(r.count) / std::max(1, config_.data.context);
     return true;
   }
 
@@ -256,15 +257,22 @@ class Trainer {
   }
 
   void record_evaluation(std::int64_t completed) {
-    std::printf("epoch %lld/%d test loss %.4f accuracy %.4f (%lld samples)\n", static_cast<long long>(completed),
-                config_.train.epochs, last_eval_.loss, last_eval_.accuracy,
-                static_cast<long long>(last_eval_.samples));
+    const bool tokens = config_.data.context > 0;  // the loss is per target token: also in bits
+    if (tokens)
+      std::printf("epoch %lld/%d test loss %.4f nats/token (%.4f bits/token), next-token accuracy %.4f (%lld tokens)\n",
+                  static_cast<long long>(completed), config_.train.epochs, last_eval_.loss, last_eval_.loss / kLn2,
+                  last_eval_.accuracy, static_cast<long long>(last_eval_.samples));
+    else
+      std::printf("epoch %lld/%d test loss %.4f accuracy %.4f (%lld samples)\n", static_cast<long long>(completed),
+                  config_.train.epochs, last_eval_.loss, last_eval_.accuracy,
+                  static_cast<long long>(last_eval_.samples));
     std::fflush(stdout);
     Json record;
     record["type"] = "eval";
     record["epoch"] = completed;
     record["global_step"] = state_.global_step;
     record["test_loss"] = last_eval_.loss;
+    if (tokens) record["test_bits_per_token"] = last_eval_.loss / kLn2;
     record["test_accuracy"] = last_eval_.accuracy;
     record["samples"] = last_eval_.samples;
     s_.output->metric(json_line(record));
@@ -320,6 +328,7 @@ TrainSummary Trainer::finish() {
   const double slowest_train_s =
       static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(train_s_ * 1e6))) / 1e6;
   summary_.train_samples_per_s = static_cast<double>(summary_.train_samples) / std::max(1e-9, slowest_train_s);
+  summary_.context = config_.data.context;
   summary_.data_wait_share = totals[0] / comm.size() / std::max(1e-9, train_s_);
   summary_.allreduce_share = totals[1] / comm.size() / std::max(1e-9, train_s_);
   summary_.compute_share = std::max(0.0, 1.0 - summary_.data_wait_share - summary_.allreduce_share);

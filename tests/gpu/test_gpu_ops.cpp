@@ -93,7 +93,8 @@ TEST_CASE("GPU linear layer matches the CPU in fp32", "[gpu]") {
 TEST_CASE("GPU element-wise ops equal the CPU's (shared math)", "[gpu]") {
   const std::size_t n = 10007;
   const auto x = random_values(n, 5, 3.0f), g = random_values(n, 6);
-  for (ActivationKind kind : {ActivationKind::relu, ActivationKind::gelu, ActivationKind::tanh}) {
+  for (ActivationKind kind :
+       {ActivationKind::relu, ActivationKind::gelu, ActivationKind::tanh, ActivationKind::gelu_tanh}) {
     std::vector<float> y(n), d(n);
     cpu_device().ops<PointwiseOps>().activation_forward(kind, x.data(), y.data(), n);
     cpu_device().ops<PointwiseOps>().activation_backward(kind, x.data(), y.data(), g.data(), d.data(), n);

@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,12 +26,15 @@ struct Case {
   Shape input;
   std::size_t batch;
   bool training;
+  int vocab = 0;  // > 0: the input is token ids below it (a sequence model's), written as "tokens"
 };
 
 // Kernel sizes 1/3/5, strides 1/2/3, paddings 0/1/2 on non-square inputs; both
 // pools; BatchNorm in training and evaluation; LayerNorm on features, on rows of
 // a {T, D} sample and inside an MLP; GELU's tanh form; residual blocks (identity
-// and projection shortcuts, nested, with BatchNorm in both modes); two CNNs
+// and projection shortcuts, nested, with BatchNorm in both modes); linear on
+// rows of {T, D} without bias; causal self-attention; embeddings and a tiny GPT
+// on token ids (no input gradient then); two CNNs
 // (dropout p = 0 in training: PyTorch's masks are its own).
 const Case kCases[] = {
     {"conv_k1", "conv2d(3,1)", {2, 5, 7}, 3, true},
@@ -56,6 +60,19 @@ const Case kCases[] = {
     {"layernorm_features", "layernorm", {7}, 4, true},
     {"layernorm_rows_eps", "layernorm(eps=1e-3)", {3, 5}, 3, false},
     {"layernorm_mlp", "linear(9) layernorm gelu linear(6) layernorm(1e-4) tanh linear", {5}, 6, true},
+    {"cnn_train",
+     "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
+     "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0) linear",
+     {1, 12, 12},
+     6,
+     true},
+    {"cnn_eval",
+     "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
+     "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0.3) linear",
+     {1, 12, 12},
+     6,
+     false},
+    // Added with residual blocks and sequence models: after the others, whose seeds stay as they were.
     {"gelu_tanh", "gelu(approximate=tanh)", {11}, 3, true},
     {"residual_identity", "linear(6) residual(layernorm linear(12) gelu(approximate=tanh) linear(6)) relu linear", {5}, 4,
      true},
@@ -74,18 +91,18 @@ const Case kCases[] = {
      {1, 8, 8},
      4,
      false},
-    {"cnn_train",
-     "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
-     "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0) linear",
-     {1, 12, 12},
-     6,
-     true},
-    {"cnn_eval",
-     "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(6,3,stride=2,padding=1) batchnorm2d gelu "
-     "avgpool2d(2) flatten linear(8) batchnorm1d tanh dropout(0.3) linear",
-     {1, 12, 12},
-     6,
-     false},
+    {"linear_rows_nobias", "linear(4,bias=false) relu linear", {3, 5}, 2, true},
+    {"attention", "causal_self_attention(3)", {5, 6}, 2, true},
+    {"attention_one_head_t1", "causal_self_attention(1) linear", {1, 4}, 3, true},
+    {"embedding", "embedding(11,6)", {5}, 3, true, 11},
+    {"gpt_tiny",
+     "embedding(13,8) position_embedding residual(layernorm causal_self_attention(2)) "
+     "residual(layernorm linear(16) gelu(approximate=tanh) linear(8)) residual(layernorm causal_self_attention(4)) "
+     "layernorm linear(bias=false)",
+     {6},
+     3,
+     true,
+     13},
 };
 constexpr std::size_t kOutputs = 3;  // classes for a last `linear` without a width
 
@@ -99,6 +116,15 @@ void write_floats(hid_t group, const std::string& name, const float* data, const
   const hid_t set = H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   check(set, name);
   check(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+void write_tokens(hid_t group, const std::vector<std::int64_t>& tokens, const std::vector<hsize_t>& dims) {
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t set = H5Dcreate2(group, "tokens", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  check(set, "tokens");
+  check(H5Dwrite(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data()), "tokens");
   H5Dclose(set);
   H5Sclose(space);
 }
@@ -167,19 +193,30 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 
   Matrix x(c.batch, element_count(c.input));
   CounterRng data(seed + 1);
-  for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = 4.0f * data.uniform(i) - 2.0f;
+  std::vector<std::int64_t> tokens;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (c.vocab == 0) {
+      x.data()[i] = 4.0f * data.uniform(i) - 2.0f;
+      continue;
+    }
+    // Token ids travel as their int32 bytes (token_windows.hpp).
+    const auto id = static_cast<std::int32_t>(data.bits(i) % static_cast<std::uint64_t>(c.vocab));
+    std::memcpy(x.data() + i, &id, sizeof(id));
+    tokens.push_back(id);
+  }
   ForwardContext ctx;
   ctx.training = c.training;
   const Matrix& y = model.forward(x, ctx);
   Matrix dy(y.rows(), y.cols());
   CounterRng grad(seed + 2);
   for (std::size_t i = 0; i < dy.size(); ++i) dy.data()[i] = 2.0f * grad.uniform(i) - 1.0f;
-  write_floats(group, "x", x.data(), batch_dims(c.batch, c.input));
+  if (c.vocab > 0) write_tokens(group, tokens, batch_dims(c.batch, c.input));
+  else write_floats(group, "x", x.data(), batch_dims(c.batch, c.input));
   write_floats(group, "y", y.data(), batch_dims(c.batch, model.output_shape()));
   write_floats(group, "dy", dy.data(), batch_dims(c.batch, model.output_shape()));
   Matrix dx;
   model.backward(dy, false, nullptr, &dx);
-  write_floats(group, "dx", dx.data(), batch_dims(c.batch, c.input));
+  if (c.vocab == 0) write_floats(group, "dx", dx.data(), batch_dims(c.batch, c.input));
   write_arrays(group, "grads", p.list(), p.grads());
   write_arrays(group, "buffers_after", p.buffer_list(), p.buffers());
   write_counters(group, "counters_after", p);

@@ -36,6 +36,7 @@ struct DataConfig {
   bool shuffle = true;
   bool drop_last = false;            // DistributedSampler's drop_last
   std::vector<AugmentStep> augment;  // training-sample transforms in order (written "hflip crop(4)"; empty = none)
+  int context = 0;                   // > 0: token shards, samples are windows of context + 1 tokens
 };
 
 struct ModelConfig {

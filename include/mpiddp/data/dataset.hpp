@@ -5,6 +5,7 @@
 // Shards are ordered by file name; global sample i is row i - first(shard) of
 // the shard whose range contains it.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,19 @@ namespace mpiddp {
 
 enum class LabelKind { class_id, target };
 
-struct Shard;  // one open shard file (private to the data module)
+struct Shard;         // one open shard file (private to the data module)
+class TokenWindows;   // the windows of token shards (private to the data module)
 
 class ShardedDataset {
  public:
   // `spec`: a directory (all *.h5 in it), a glob, or one .h5 file.
   ShardedDataset(const std::string& spec, const std::string& features_name, const std::string& labels_name,
                  LabelKind kind);
+  // Token shards (data.context > 0): samples are windows of context + 1 tokens
+  // (token_windows.hpp); sample_shape() is {context}, declared_classes() the
+  // vocabulary size, and each sample has `context` targets.
+  ShardedDataset(const std::string& spec, int context);
+  bool holds_tokens() const { return windows_ != nullptr; }
   ShardedDataset(ShardedDataset&&) noexcept;
   ~ShardedDataset();
 
@@ -47,6 +54,7 @@ class ShardedDataset {
   void check_not_truncated(const Shard& shard) const;
   void check_sample_shapes(const std::string& spec);
   [[noreturn]] void refuse_nonfinite(const float* values, const Shard& shard, std::size_t row, const char* what) const;
+  std::unique_ptr<TokenWindows> windows_;
   bool all_mapped_ = true;
   std::vector<Shard> shards_;
   std::string features_name_, labels_name_;

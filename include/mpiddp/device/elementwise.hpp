@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/common/hd.hpp"
@@ -35,17 +36,43 @@ MPIDDP_HD float gelu_grad(float x, float, float g) {
   const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
   return g * (cdf + x * pdf);
 }
+// e^y from arithmetic alone, so a loop of it vectorises (libm's expf and tanhf
+// are calls, one value at a time): e^y = 2^k e^r with k = round(y / ln 2) and
+// |r| <= ln(2) / 2, e^r by its Taylor series to r^7 (relative error below 3e-7
+// on that interval), 2^k put into the exponent bits. y is clamped to where
+// e^y is a normal float.
+MPIDDP_HD float exp_arith(float y) {
+  y = y < -87.0f ? -87.0f : y > 88.0f ? 88.0f : y;  // not fminf: a call unless NaN is ruled out; NaN stays NaN
+  const float k = rintf(y * 1.4426950408889634f);
+  const float r = (y - k * 0.693145751953125f) - k * 1.428606765330187e-06f;  // ln 2 in two parts
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+// tanh(u) = 1 - 2 / (e^(2u) + 1), within about 3e-7 of it (absolutely): for
+// GELU's tanh form, where tanh is added to 1.
+MPIDDP_HD float tanh_arith(float u) { return 1.0f - 2.0f / (exp_arith(2.0f * u) + 1.0f); }
+
 // GELU's tanh approximation (PyTorch's approximate='tanh', GPT-2's), with
 // PyTorch's own derivative.
 constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluKappa = 0.044715f;
 MPIDDP_HD float gelu_tanh(float x) {
   const float inner = kGeluBeta * (x + kGeluKappa * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
+  return 0.5f * x * (1.0f + tanh_arith(inner));
 }
 MPIDDP_HD float gelu_tanh_grad(float x, float, float g) {
   const float x_sq = x * x;
-  const float t = tanhf(kGeluBeta * (x + kGeluKappa * x_sq * x));
+  const float t = tanh_arith(kGeluBeta * (x + kGeluKappa * x_sq * x));
   const float left = 0.5f * x, right = 1.0f + t;
   const float inner_derivative = kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq);
   return g * (0.5f * right + left * (1.0f - t * t) * inner_derivative);
@@ -90,6 +117,29 @@ MPIDDP_HD void adamw_update(float& param, float grad, float& m, float& v, const 
   v = vi;
   const float denom = sqrtf(vi) * k.inv_sqrt_bias2 + k.eps;
   param = param * k.decay - k.step_size * mi / denom;
+}
+
+// ---- attention: one row of causal scores at a time ----
+// Softmax over the first n of a row's t scores (the keys at or before the
+// query), in place; the rest become 0. The sum is a double, added in order.
+MPIDDP_HD void causal_softmax_row(float* p, int n, int t) {
+  float top = p[0];
+  for (int k = 1; k < n; ++k) top = p[k] > top ? p[k] : top;
+  double sum = 0.0;
+  for (int k = 0; k < n; ++k) p[k] = exp_arith(p[k] - top);  // vectorises
+  for (int k = 0; k < n; ++k) sum += p[k];
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int k = 0; k < n; ++k) p[k] *= inv;
+  for (int k = n; k < t; ++k) p[k] = 0.0f;
+}
+// d(scores) from d(probabilities) dp, in place: p (dp - sum(p dp)) over the first
+// n, 0 after (the masked scores have no gradient).
+MPIDDP_HD void causal_softmax_grad_row(const float* p, float* dp, int n, int t) {
+  double dot = 0.0;
+  for (int k = 0; k < n; ++k) dot += static_cast<double>(p[k]) * dp[k];
+  const float d = static_cast<float>(dot);
+  for (int k = 0; k < n; ++k) dp[k] = p[k] * (dp[k] - d);
+  for (int k = n; k < t; ++k) dp[k] = 0.0f;
 }
 
 // ---- losses, one sample (row) at a time ----

@@ -28,6 +28,14 @@ struct ForwardContext {
 
 // LayerError (a layer list that cannot work): shape.hpp.
 
+class Layer;
+// A layer inside another (a residual block's), for printing the model.
+struct InnerLayer {
+  std::string name;  // relative to its container: "body.0"
+  const Layer* layer;
+  Shape output;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -42,6 +50,8 @@ class Layer {
   virtual Shape output_shape(const Shape& in) const { return in; }
   // Whether the layer takes only images {C, H, W} (for the message on flat data).
   virtual bool needs_images() const { return false; }
+  // Whether its input is token ids (embedding: the first layer of a model on token shards).
+  virtual bool takes_tokens() const { return false; }
   // The fewest samples a training batch may have (after declare()): BatchNorm
   // with one value per channel per sample needs 2, to have a variance.
   virtual std::size_t min_training_batch() const { return 1; }
@@ -64,6 +74,8 @@ class Layer {
                         bool accumulate) = 0;
   // Parameter indices this layer owns (ready for reduction after its backward).
   virtual std::vector<std::size_t> parameter_indices() const { return {}; }
+  // The layers it contains, in order (after declare()); none for a plain layer.
+  virtual std::vector<InnerLayer> inner_layers() const { return {}; }
 
  protected:
   Device& device() const { return *device_; }

@@ -15,12 +15,12 @@ struct LayerArgumentSpec {
   std::string name;      // PyTorch's
   std::string fallback;  // as a list would write it; "" = required; "=NAME": that argument's value;
                          // "=classes": the model's outputs (classes or targets), for the last layer only
-  std::string type;      // "int", "float" or "word" (one of the layer's fixed names: approximate=tanh)
+  std::string type;      // "int", "float", "bool" (true or false) or "word" (one of the layer's fixed names: approximate=tanh)
 };
 
 struct LayerSpec {
   std::string name;          // in model.layers
-  std::string torch_module;  // the torch.nn class
+  std::string torch_module;  // the torch.nn class, or a dotted name: a module mpiddp_tools defines
   std::vector<LayerArgumentSpec> arguments;  // positional order
   // The torch constructor's input-size argument (in_features, in_channels,
   // num_features), which a list never writes: the shape before gives it, and so
@@ -29,6 +29,8 @@ struct LayerSpec {
   int input_weight_dim = -1;
 };
 
+// "torch.nn.Linear", or the dotted name as it is ("mpiddp_tools.Residual").
+std::string torch_module_name(const LayerSpec& spec);
 // Every layer, in name order.
 const std::vector<LayerSpec>& layer_table();
 // The entry for `name`, or null.

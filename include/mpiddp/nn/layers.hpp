@@ -11,7 +11,7 @@ void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::u
 
 class Linear final : public Layer {
  public:
-  explicit Linear(std::size_t out) : out_(out) {}
+  explicit Linear(std::size_t out, bool bias = true) : out_(out), has_bias_(bias) {}
   std::string kind() const override { return "Linear"; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
@@ -21,11 +21,14 @@ class Linear final : public Layer {
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
-  std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+  std::vector<std::size_t> parameter_indices() const override;
 
  private:
   std::size_t in_ = 0, out_;
+  bool has_bias_;
+  std::size_t rows_per_sample_ = 1;  // positions of a sequence {T, D}: the product acts on D
   DenseOps& dense() const { return device().ops<DenseOps>(); }
+  int product_rows(const Matrix& x) const;
   void on_bind() override { scratch_ = dense().make_scratch(); }
 
   std::size_t weight_ = 0, bias_ = 0;

@@ -26,6 +26,8 @@ class LayerChain {
   void backward(const Matrix& x, const Matrix& dy, Matrix* dx, ParameterStore& params, bool accumulate);
   // Per batch: the outputs kept for backward and the layers' own scratch.
   double scratch_bytes(const Shape& in, std::size_t samples) const;
+  // Each layer as "<name>.<j>" with its output shape (after declare()).
+  void list_inner(const std::string& name, std::vector<InnerLayer>& out) const;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -51,6 +53,7 @@ class Residual final : public Layer {
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
   std::vector<std::size_t> parameter_indices() const override;
+  std::vector<InnerLayer> inner_layers() const override;
   const LayerChain& body() const { return body_; }
   const LayerChain& shortcut() const { return shortcut_; }
 

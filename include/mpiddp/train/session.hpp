@@ -71,6 +71,7 @@ class TrainingSession {
 
  private:
   void open_data(int ranks_on_node);
+  void open_token_data();
   void build_model();
   Shape input_shape() const;
   void restore(const std::string& resume);

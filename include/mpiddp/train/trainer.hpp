@@ -9,6 +9,8 @@
 
 namespace mpiddp {
 
+constexpr double kLn2 = 0.6931471805599453;  // nats per bit
+
 struct TrainSummary {
   bool evaluated = false;                         // the test set was evaluated at least once
   double test_accuracy = -1.0, test_loss = -1.0;  // -1 = not evaluated
@@ -18,6 +20,7 @@ struct TrainSummary {
   int world_size = 1;
   std::int64_t global_batch = 0;
   double train_samples_per_s = 0.0;
+  int context = 0;  // data.context: > 0 for a sequence model, whose loss is per token
   double train_s = 0.0, wall_s = 0.0;
   double data_wait_share = 0.0, compute_share = 0.0, allreduce_share = 0.0;
   bool preempted = false;  // stopped by a signal after checkpointing

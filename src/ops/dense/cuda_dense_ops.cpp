@@ -46,9 +46,9 @@ class CudaDenseOps final : public DenseOps {
       xop.bf16 = convert_into(ops->x, x, x_count);
       ops->dy.source = nullptr;  // a new forward: the old dy copy is stale
     }
-    // y = bias, then y^T += W x^T (column-major: W^T stored, so op T on it).
-    broadcast_rows(b, y, n, out, stream());
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, wop, in, xop, in, 1.0f, y, out);
+    // y = bias (if any), then y^T += W x^T (column-major: W^T stored, so op T on it).
+    if (b) broadcast_rows(b, y, n, out, stream());
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, wop, in, xop, in, b ? 1.0f : 0.0f, y, out);
   }
 
   void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
@@ -63,6 +63,7 @@ class CudaDenseOps final : public DenseOps {
     // dW^T[in, out] = x^T[in, n] dy[n, out]
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xop, in, dyop, out, beta, dw, in);
     // db = dy^T ones: a fixed-order reduction (no atomics), like the CPU's column sums.
+    if (!db) return;  // a layer without bias
     const float one = 1.0f;
     check(cublasSgemv(device_.blas(), CUBLAS_OP_N, out, n, &one, dy, out, ones(n), 1, &beta, db, 1),
           "cublasSgemv (bias)");

@@ -1,6 +1,8 @@
 #pragma once
 // Dense (Linear) layer products, PyTorch layout: x[n, in], w[out, in], b[out],
-// y[n, out]. On the CPU: BLAS; on the GPU: cuBLAS in the device's precision.
+// y[n, out]; b and db are null for a layer without bias. A sequence's rows
+// (samples x positions) are n. On the CPU: BLAS; on the GPU: cuBLAS in the
+// device's precision.
 #include <memory>
 
 #include "mpiddp/device/device.hpp"

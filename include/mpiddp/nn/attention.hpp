@@ -1,0 +1,45 @@
+#pragma once
+// nanoGPT's CausalSelfAttention on a sequence {T, D}: c_attn (D -> 3D: q, k, v in
+// that order), heads split as view(B, T, H, D/H), scores scaled by 1/sqrt(D/H),
+// causal mask, softmax, heads joined, c_proj (D -> D). Parameters
+// layers.<i>.c_attn.weight [3D, D], .c_attn.bias, .c_proj.weight [D, D],
+// .c_proj.bias, initialised as nn.Linear's.
+#include <memory>
+
+#include "mpiddp/nn/layer.hpp"
+#include "ops/attention/attention_ops.hpp"
+#include "ops/dense/dense_ops.hpp"
+
+namespace mpiddp {
+
+class CausalSelfAttention final : public Layer {
+ public:
+  explicit CausalSelfAttention(std::size_t heads) : heads_(heads) {}
+  std::string kind() const override { return "CausalSelfAttention"; }
+  Shape output_shape(const Shape& in) const override;
+  std::string arguments() const override;  // "n_embd=128, n_head=4"
+  double scratch_bytes(const Shape& in, std::size_t samples) const override;
+  void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
+  void initialize(ParameterStore& params, std::uint64_t seed) override;
+  void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
+  void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+                bool accumulate) override;
+  std::vector<std::size_t> parameter_indices() const override {
+    return {attn_weight_, attn_bias_, proj_weight_, proj_bias_};
+  }
+
+ private:
+  void on_bind() override;
+  AttentionGeometry geometry(std::size_t samples) const;
+  int rows(std::size_t samples) const;
+
+  std::size_t heads_, positions_ = 0, d_ = 0;
+  std::size_t attn_weight_ = 0, attn_bias_ = 0, proj_weight_ = 0, proj_bias_ = 0;
+  ParameterStore* params_ = nullptr;
+  // Kept from forward for backward: q, k, v; the softmax; the heads joined.
+  Matrix qkv_{nullptr}, probs_{nullptr}, joined_{nullptr};
+  Matrix dqkv_{nullptr}, djoined_{nullptr};
+  std::unique_ptr<LayerScratch> attn_scratch_, proj_scratch_;
+};
+
+}  // namespace mpiddp

@@ -1,0 +1,54 @@
+#include "ini_lines.hpp"
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp {
+namespace {
+
+bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+std::string without_comment(const std::string& line) { return line.substr(0, line.find('#')); }
+
+bool only_blanks(const std::string& text) {
+  for (char c : text)
+    if (!blank(c)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string join_continuation_lines(std::istream& in, const std::string& where) {
+  std::string out, line, pending;  // pending: the logical line being built
+  bool continuable = false;        // whether pending is a key = value line
+  std::size_t number = 0;
+  auto flush = [&] {
+    out += pending + "\n";
+    pending.clear();
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    std::string text = without_comment(line);
+    if (only_blanks(text)) {
+      flush();  // a blank line ends a value, as in configparser
+      continuable = false;
+      continue;
+    }
+    if (blank(text.front())) {
+      if (!continuable)
+        throw InputError(where + ": line " + std::to_string(number) +
+                         " is indented but continues no 'key = value' line before it");
+      std::size_t start = 0;
+      while (blank(text[start])) ++start;
+      while (blank(text.back())) text.pop_back();
+      pending += " " + text.substr(start);
+      continue;
+    }
+    flush();
+    pending = text;
+    continuable = text.find('=') != std::string::npos && text.front() != '[';
+  }
+  flush();
+  return out;
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,107 @@
+// Attention on the GPU: per sample, cuBLAS strided-batched products over the
+// heads (strided views of qkv, no copies), and the causal softmax kernels of
+// attention_kernels.cu, all on the device's compute stream. fp32 throughout.
+#include <cmath>
+
+#include "attention_kernels.hpp"
+#include "attention_ops.hpp"
+#include "cuda/check.hpp"
+#include "cuda/cuda_device.hpp"
+#include "mpiddp/device/op_registry.hpp"
+
+namespace mpiddp::cuda {
+namespace {
+
+// One row-major operand of a batched product: data, leading dimension, stride between heads.
+struct View {
+  const float* data;
+  int ld;
+  long long stride;
+};
+
+class CudaAttentionOps final : public AttentionOps {
+ public:
+  explicit CudaAttentionOps(CudaDevice& device) : device_(device) {}
+
+  void forward(const float* qkv, float* y, float* probs, const AttentionGeometry& g) override {
+    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const long long tt = static_cast<long long>(t) * t;
+    for (int s = 0; s < g.samples; ++s) {
+      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
+      float* p = probs + static_cast<std::size_t>(s) * g.heads * tt;
+      gemm(false, true, t, t, hd, scale, {base, ld, hd}, {base + d, ld, hd}, 0.0f, p, t, tt, g.heads);
+    }
+    causal_softmax(probs, g.samples * g.heads * t, t, stream());
+    for (int s = 0; s < g.samples; ++s) {
+      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
+      const float* p = probs + static_cast<std::size_t>(s) * g.heads * tt;
+      gemm(false, false, t, hd, t, 1.0f, {p, t, tt}, {base + 2 * d, ld, hd}, 0.0f,
+           y + static_cast<std::size_t>(s) * t * d, d, hd, g.heads);
+    }
+  }
+
+  void backward(const float* qkv, const float* probs, const float* dy, float* dqkv,
+                const AttentionGeometry& g) override {
+    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const long long tt = static_cast<long long>(t) * t;
+    float* ds = device_scores(static_cast<std::size_t>(g.samples) * g.heads * tt);
+    for (int s = 0; s < g.samples; ++s) {
+      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
+      const float* p = probs + static_cast<std::size_t>(s) * g.heads * tt;
+      const float* go = dy + static_cast<std::size_t>(s) * t * d;
+      float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
+      gemm(true, false, t, hd, t, 1.0f, {p, t, tt}, {go, d, hd}, 0.0f, dbase + 2 * d, ld, hd, g.heads);  // dv
+      gemm(false, true, t, t, hd, 1.0f, {go, d, hd}, {base + 2 * d, ld, hd}, 0.0f,
+           ds + static_cast<std::size_t>(s) * g.heads * tt, t, tt, g.heads);  // dp
+    }
+    causal_softmax_grad(probs, ds, g.samples * g.heads * t, t, stream());
+    for (int s = 0; s < g.samples; ++s) {
+      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
+      const float* dss = ds + static_cast<std::size_t>(s) * g.heads * tt;
+      float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
+      gemm(false, false, t, hd, t, scale, {dss, t, tt}, {base + d, ld, hd}, 0.0f, dbase, ld, hd, g.heads);  // dq
+      gemm(true, false, t, hd, t, scale, {dss, t, tt}, {base, ld, hd}, 0.0f, dbase + d, ld, hd, g.heads);  // dk
+    }
+  }
+
+ private:
+  cudaStream_t stream() const { return device_.compute_stream(); }
+
+  // Row-major C[m, n] = alpha op(A) op(B) + beta C for `batch` heads: cuBLAS is
+  // column-major, so it computes C^T = op(B)^T op(A)^T with the operands swapped.
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, View a, View b, float beta, float* c, int ldc,
+            long long stride_c, int batch) {
+    check(cublasSgemmStridedBatched(device_.blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    n, m, k, &alpha, b.data, b.ld, b.stride, a.data, a.ld, a.stride, &beta, c, ldc,
+                                    stride_c, batch),
+          "cublasSgemmStridedBatched (attention)");
+  }
+
+  float* device_scores(std::size_t count) {
+    if (count > scores_count_) {
+      if (scores_) device_.release(scores_);
+      scores_ = static_cast<float*>(device_.allocate(count * sizeof(float)));
+      scores_count_ = count;
+    }
+    return scores_;
+  }
+
+  CudaDevice& device_;
+  float* scores_ = nullptr;
+  std::size_t scores_count_ = 0;
+
+ public:
+  ~CudaAttentionOps() override {
+    if (scores_) device_.release(scores_);
+  }
+};
+
+std::unique_ptr<AttentionOps> make_cuda_attention_ops(Device& device) {
+  return std::make_unique<CudaAttentionOps>(as_cuda(device));
+}
+const bool registered = register_ops<AttentionOps>(DeviceKind::cuda, make_cuda_attention_ops);
+
+}  // namespace
+}  // namespace mpiddp::cuda
