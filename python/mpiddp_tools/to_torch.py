@@ -171,16 +171,19 @@ def main(argv=None):
     layers = model_config.get("layers", "").strip().strip('"')
     if layers:
         try:
-            code = "torch.nn.Sequential(\n    " + ",\n    ".join(torch_layers.module_code(layers, params)) + ")"
+            code = torch_layers.sequential_code(layers, params, separator=",\n    ")
+            tied = torch_layers.ties(layers, params)
         except torch_layers.MpiddpError as e:
             die(f"{args.checkpoint}: model.layers: {one_line(e)}")
         except torch_layers.LayerListError as e:  # mpiddp refuses the list, or a layer lacks its weight
             die(f"{args.checkpoint}: model.layers '{layers}': {one_line(e)}")
         except (KeyError, IndexError, ValueError) as e:
             die(f"{args.checkpoint}: model.layers '{layers}' does not fit its /params ({one_line(e)})")
-        state = list(torch_layers.state_dict(torch, params, buffers).items())
+        state = list(torch_layers.state_dict(torch, params, buffers, tied).items())
         image = params.get("layers.0.weight") is not None and params["layers.0.weight"].ndim == 4
-        shape = "(N, C, H, W): the features reshaped to model.input_shape" if image else "(N, features)"
+        shape = "float32 (N, C, H, W): the features reshaped to model.input_shape" if image else "float32 (N, features)"
+        if layers.split("(")[0].strip() == "embedding":
+            shape = "int64 (N, T): token ids (logits: (N, T, vocabulary))"
         return export(torch, args, code, state, shape)
     if buffers:
         die(f"{args.checkpoint}: /buffers in an MLP checkpoint (not written by mpiddp?)")
@@ -195,7 +198,7 @@ def main(argv=None):
     code, linear_at = sequential_code(widths, activation, dropout, first.shape[1], last.shape[0])
     sizes = [first.shape[1], *widths, last.shape[0]]
     state = [(name, torch.from_numpy(value)) for name, value in torch_state(params, linear_at, sizes, args.checkpoint)]
-    export(torch, args, code, state, f"(N, {first.shape[1]})")
+    export(torch, args, code, state, f"float32 (N, {first.shape[1]})")
 
 
 def export(torch, args, code, state, input_text):
@@ -228,7 +231,7 @@ def export(torch, args, code, state, input_text):
     lines = ["import torch", f"model = {flat}",
              f"model.load_state_dict(torch.load({out!r}, weights_only=True))",
              "model.eval()  # dropout off, as in mpiddp's evaluation",
-             f"# logits = model(x): x float32 {input_text}"]
+             f"# logits = model(x): x {input_text}"]
     print("\n".join(lines))
     print(f"wrote {args.out} ({len(state)} arrays)" + (f" and {args.module}" if args.module else ""), file=sys.stderr)
 

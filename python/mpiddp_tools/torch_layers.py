@@ -75,8 +75,15 @@ class CausalSelfAttention(torch.nn.Module):
         scores = scores.masked_fill(~mask, float("-inf"))
         y = torch.softmax(scores, dim=-1) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+def tie_weights(model, ties):
+    \"\"\"model[i].weight is model[k].weight for each (i, k): GPT-2's lm_head.weight = wte.weight.\"\"\"
+    for i, k in ties:
+        model[i].weight = model[k].weight
+    return model
 """
-CUSTOM = re.compile(r"\b(Residual|PositionEmbedding|CausalSelfAttention)\(")
+CUSTOM = re.compile(r"\b(Residual|PositionEmbedding|CausalSelfAttention|tie_weights)\(")
 RESIDUAL_SOURCE = MODULES_SOURCE  # the name older callers use
 
 
@@ -173,6 +180,8 @@ def constructor(entry, input_size=None):
             raise LayerListError(f"{where(entry)}: no input size for {input_argument}")
         items.append(f"{input_argument}={input_size}")
     for key, value in entry["arguments"].items():
+        if entry.get("name") == "linear" and key == "tie":
+            continue  # mpiddp's own: the tie is made after the modules are built (tie_weights)
         if not identifier(key):
             raise LayerListError(f"{where(entry)}: argument {key!r} is not a name")
         items.append(f"{key}={literal(entry, key, value)}")
@@ -180,12 +189,16 @@ def constructor(entry, input_size=None):
 
 
 def final_classes(params):
-    """What a final bare linear resolves to: the output size (dimension 0) of the last layer's weight."""
+    """What a final bare linear resolves to: the output size (dimension 0) of the last layer's weight; when the
+    last weight is a LayerNorm's (1-D: the final linear is tied to the embedding, linear(tie=K), and has none),
+    the rows of the first layer's 2-D weight (the embedding's vocabulary)."""
     weights = [(int(m.group(1)), value) for name, value in params.items()
                for m in [re.fullmatch(r"layers\.(\d+)\.weight", name)] if m]
     if not weights:
         return None
     shape = getattr(max(weights, key=lambda item: item[0])[1], "shape", ())
+    if len(shape) == 1 and len(getattr(params.get("layers.0.weight"), "shape", ())) == 2:
+        shape = params["layers.0.weight"].shape
     return int(shape[0]) if len(shape) >= 1 and 1 <= int(shape[0]) <= LARGEST_CLASSES else None
 
 
@@ -243,6 +256,11 @@ def entry_code(entry, params):
         if not shortcut:
             return f"Residual({body})"
         return f"Residual({body}, torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in shortcut) + "))"
+    tie = entry["arguments"].get("tie", -1) if entry.get("name") == "linear" else -1
+    if isinstance(tie, int) and not isinstance(tie, bool) and tie >= 0:
+        # No weight of its own: its input size is the embedding's width, and it has no bias.
+        width = weight_shape({"index": tie, "name": "embedding", "path": f"layers.{tie}"}, params, ".weight")[1]
+        return constructor({**entry, "arguments": {**entry["arguments"], "bias": False}}, width)
     size = input_size(entry, params) if entry.get("input_argument") is not None else None
     return constructor(entry, size)
 
@@ -253,9 +271,27 @@ def module_code(layers, params, sync_batchnorm=False):
     return [entry_code(entry, params) for entry in resolve(layers, final_classes(params))]
 
 
+def ties(layers, params):
+    """[(i, k)]: the top-level linear i whose weight is embedding k's (linear(tie=k))."""
+    found = []
+    for entry in resolve(layers, final_classes(params)):
+        tie = entry["arguments"].get("tie", -1) if entry.get("name") == "linear" else -1
+        if isinstance(tie, int) and not isinstance(tie, bool) and 0 <= tie < entry["index"]:
+            found.append((entry["index"], tie))
+    return found
+
+
+def sequential_code(layers, params, separator=", "):
+    """The model's constructor text: a torch.nn.Sequential, wrapped in tie_weights when a linear is tied."""
+    first = separator[1:] if separator.startswith(",\n") else ""  # one module per line: the first too
+    code = "torch.nn.Sequential(" + first + separator.join(module_code(layers, params)) + ")"
+    tied = ties(layers, params)
+    return f"tie_weights({code}, {tied!r})" if tied else code
+
+
 def build(torch, layers, params):
     """The torch.nn.Sequential of a layer list (float32, fresh weights)."""
-    return eval("torch.nn.Sequential(" + ", ".join(module_code(layers, params)) + ")", namespace(torch))
+    return eval(sequential_code(layers, params), namespace(torch))
 
 
 def module(torch, entry, input_size=None):
@@ -285,9 +321,13 @@ def probed_modules(torch, resolved, sample_shape):
     return modules
 
 
-def state_dict(torch, params, buffers):
-    """mpiddp's /params and /buffers (name -> array) under torch.nn.Sequential names."""
+def state_dict(torch, params, buffers, tied=()):
+    """mpiddp's /params and /buffers (name -> array) under torch.nn.Sequential names. A tied linear's weight
+    (tied: ties()) is stored once, under its embedding; PyTorch's state_dict names it under both."""
     state = {}
+    for i, k in tied:
+        if f"layers.{k}.weight" in params:
+            state[f"{i}.weight"] = torch.tensor(params[f"layers.{k}.weight"]).float()
     for group in (params, buffers):
         for name, value in group.items():
             key = name[len("layers."):] if name.startswith("layers.") else name

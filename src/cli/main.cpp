@@ -20,7 +20,8 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train CONFIG.ini [--section.key value ...]   data-parallel training (launch with mpirun/srun)\n"
-    "  shard --format idx|csv ... --out DIR           convert a data set into HDF5 shards\n"
+    "  shard --format idx|csv|bytes|llmc ... --out DIR  convert a data set into HDF5 shards\n"
+    "  generate CKPT --prompt TEXT [--tokens N]       continue a text with a byte-level model\n"
     "  inspect sampler --size N --world W --rank R    print a rank's DistributedSampler indices\n"
     "  inspect devices                                the GPUs this process can use\n"
     "  bench gemm [--batch B --hidden W,...]          speed limit of the MLP's matrix products (CPU)\n"
@@ -51,9 +52,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   const bool mpi_bench = command == "bench" && !args.empty() && args[0] == "mlp";
-  if (command == "shard" || command == "inspect" || (command == "bench" && !mpi_bench)) {
+  if (command == "shard" || command == "inspect" || command == "generate" || (command == "bench" && !mpi_bench)) {
     try {
       if (command == "bench") return command_bench(args);
+      if (command == "generate") return command_generate(args);
       return command == "shard" ? command_shard(args) : command_inspect(args);
     } catch (const std::exception& e) {
       // The same prefix as `train`'s errors: scripts grep for "mpiddp: error:".

@@ -419,14 +419,17 @@ std::string written_form(const std::vector<AugmentStep>& steps) {
   return text;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+namespace {
+
+// Stores `in` (when not null: the input file's text, named `path`) after the
+// overrides, so the command line wins, then checks everything.
+Config parse_config(std::istream* in, const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   Schema schema;
   describe(schema, config);
   po::variables_map values;
   const std::string where = path.empty() ? "command line" : path;
   try {
-    // Stored first, so the command line wins over the file.
     po::store(po::command_line_parser(overrides).options(schema.options()).style(
                   po::command_line_style::unix_style & ~po::command_line_style::allow_guessing).run(),
               values);
@@ -437,14 +440,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   for (const auto& [key, value] : values)
     if (!value.defaulted()) from_command_line.insert(key);
   const Origin origin(path, from_command_line);
-  if (!path.empty()) {
-    // A directory opens as an empty stream on Linux: it would train on all defaults.
-    struct stat info {};
-    if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-      throw InputError(path + ": is a directory, not an input file");
-    std::ifstream file(path);
-    if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");
-    std::istringstream joined(join_continuation_lines(file, path));
+  if (in) {
+    std::istringstream joined(join_continuation_lines(*in, path));
     try {
       po::store(po::parse_config_file(joined, schema.options(), false), values);
     } catch (const po::error& e) {
@@ -462,6 +459,24 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   config.source = path;
   config.resolved_ini = schema.to_ini();
   return config;
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse_config(nullptr, path, overrides);
+  // A directory opens as an empty stream on Linux: it would train on all defaults.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    throw InputError(path + ": is a directory, not an input file");
+  std::ifstream file(path);
+  if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");
+  return parse_config(&file, path, overrides);
+}
+
+Config load_config_text(const std::string& text, const std::string& where) {
+  std::istringstream in(text);
+  return parse_config(&in, where, {});
 }
 
 std::string config_reference() {

@@ -57,7 +57,8 @@ void Embedding::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
 
 void Embedding::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                          bool accumulate) {
-  device().ops<EmbeddingOps>().scatter_add(x.data(), dy.data(), params.grad(weight_), accumulate, geometry(x));
+  device().ops<EmbeddingOps>().scatter_add(x.data(), dy.data(), params.grad(weight_), accumulate || shared_,
+                                           geometry(x));
   if (dx) {  // token ids have no gradient (only a test asks for one: zeros)
     dx->resize(x.rows(), x.cols());
     const std::vector<float> zeros(dx->size(), 0.0f);

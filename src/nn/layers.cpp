@@ -25,18 +25,35 @@ Shape Linear::output_shape(const Shape& in) const {
 
 std::string Linear::arguments() const {
   return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
-         (has_bias_ ? "" : ", bias=False");
+         (has_bias_ ? "" : ", bias=False") + (tied_ ? ", weight=layers." + std::to_string(tied_layer_) + ".weight" : "");
+}
+
+void Linear::tie_to(Embedding& embedding, std::size_t k, bool own_width) {
+  if (!own_width) out_ = embedding.entries();
+  tied_ = &embedding;
+  tied_layer_ = k;
+  has_bias_ = false;
+  embedding.share_weight();
 }
 
 void Linear::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
   output_shape(in);
   in_ = in.back();
   rows_per_sample_ = in.size() == 2 ? in[0] : 1;
+  if (tied_) {
+    if (in_ != tied_->width() || out_ != tied_->entries())
+      throw LayerError("tie=" + std::to_string(tied_layer_) + ": layer " + std::to_string(tied_layer_ + 1) +
+                       "'s weight is " + std::to_string(tied_->entries()) + "x" + std::to_string(tied_->width()) +
+                       ", but this linear maps " + std::to_string(in_) + " features to " + std::to_string(out_));
+    weight_ = tied_->weight_index();
+    return;
+  }
   weight_ = params.add(prefix + ".weight", {out_, in_});
   if (has_bias_) bias_ = params.add(prefix + ".bias", {out_});
 }
 
 std::vector<std::size_t> Linear::parameter_indices() const {
+  if (tied_) return {};  // the embedding reports the shared weight, after its use in backward
   if (has_bias_) return {weight_, bias_};
   return {weight_};
 }
@@ -50,7 +67,7 @@ void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::u
 
 void Linear::initialize(ParameterStore& params, std::uint64_t seed) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  for (std::size_t index : parameter_indices()) fill_uniform(params, index, bound, seed);
+  for (std::size_t index : parameter_indices()) fill_uniform(params, index, bound, seed);  // none when tied
   params_ = &params;
 }
 

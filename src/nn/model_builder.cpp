@@ -30,7 +30,11 @@ struct LayerContext {
 using LayerFactory = std::function<std::unique_ptr<Layer>(LayerArguments&, const LayerContext&)>;
 
 // Factories: the arguments, their order and defaults are the layer table's.
-std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext&) {
+std::unique_ptr<Layer> make_linear(LayerArguments& a, const LayerContext& ctx) {
+  const long tie = a.integer("tie", -1);
+  if (tie >= 0 && ctx.index >= kMaxLayers) throw LayerError("tie=" + std::to_string(tie) + " works at the top level of the list only");
+  if (tie >= static_cast<long>(ctx.index))
+    throw LayerError("tie=" + std::to_string(tie) + " must name an earlier layer (an embedding)");
   return std::make_unique<Linear>(static_cast<std::size_t>(a.integer("out_features", 1)), a.boolean("bias"));
 }
 
@@ -130,11 +134,27 @@ struct ListBuilder {
     for (std::size_t i = 0; i < calls.size(); ++i) {
       try {
         layers.push_back(make_one(calls[i], top ? i : kMaxLayers + nested++, top && i + 1 == calls.size()));
+        if (top) tie_weights(calls[i], i + 1 == calls.size(), layers);
       } catch (const LayerError& e) {
         throw LayerError(list_position(branch, i) + " '" + calls[i].text + "': " + e.what());
       }
     }
     return layers;
+  }
+
+  // linear(tie=K) as the last of `layers`: K must be an embedding before it.
+  void tie_weights(const LayerCall& call, bool last, std::vector<std::unique_ptr<Layer>>& layers) {
+    if (call.name != "linear") return;
+    LayerArguments arguments(call, *find_layer_spec("linear"), last, outputs);
+    const long tie = arguments.integer("tie", -1);
+    if (tie < 0) return;
+    auto* embedding = dynamic_cast<Embedding*>(layers[static_cast<std::size_t>(tie)].get());
+    if (!embedding)
+      throw LayerError("tie=" + std::to_string(tie) + ": " + layer_position(static_cast<std::size_t>(tie)) + " is " +
+                       layers[static_cast<std::size_t>(tie)]->kind() + ", not an embedding");
+    bool own_width = !call.positional.empty();
+    for (const auto& [key, value] : call.keywords) own_width = own_width || key == "out_features";
+    static_cast<Linear&>(*layers.back()).tie_to(*embedding, static_cast<std::size_t>(tie), own_width);
   }
 
   std::unique_ptr<Layer> make_one(const LayerCall& call, std::size_t index, bool last) {

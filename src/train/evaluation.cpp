@@ -13,7 +13,10 @@ Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm,
                     bool classification) {
   std::vector<std::int64_t> indices;
   for (std::int64_t i = comm.rank(); i < data.size(); i += comm.size()) indices.push_back(i);
-  const std::size_t batch = static_cast<std::size_t>(std::max(256, config.train.batch_size));
+  // At least 256 samples per forward, except for sequence models: a window's
+  // activations (its attention scores above all) are far larger than a row's.
+  const std::size_t batch = static_cast<std::size_t>(
+      config.data.context > 0 ? config.train.batch_size : std::max(256, config.train.batch_size));
   double sums[3] = {0.0, 0.0, 0.0};  // loss, correct, count
   agree_or_fail(comm, [&] {
     BatchLoader loader(data, std::move(indices), batch, static_cast<std::size_t>(config.data.prefetch));

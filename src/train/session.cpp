@@ -84,6 +84,35 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
   plan = plan_steps(config, train_data->size(), comm.size());
 }
 
+namespace {
+
+// Token ids go to an embedding, and only there: refused before the model is
+// built, so the message names the real mismatch and not a shape it causes.
+void check_token_input(const Config& config, bool tokens, std::size_t vocab) {
+  if (config.model.layers.empty()) {
+    if (tokens) throw InputError("data.context reads token ids: set model.layers, starting with embedding(V, D)");
+    return;
+  }
+  const auto layers = build_layers(config.model.layers, 1, false);
+  for (std::size_t i = 1; i < layers.size(); ++i)
+    if (layers[i]->takes_tokens())
+      throw InputError("model.layers: " + layer_position(i) + " " + layers[i]->kind() +
+                       ": reads token ids, so it must be the first layer");
+  if (!tokens && layers[0]->takes_tokens())
+    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": reads token ids, but " +
+                     config.data.train + " is read as rows of features: set data.context for token shards");
+  if (tokens && !layers[0]->takes_tokens())
+    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": data.context = " +
+                     std::to_string(config.data.context) +
+                     " reads token ids, which only embedding(V, D) takes as the first layer");
+  if (const auto* embedding = dynamic_cast<const Embedding*>(layers[0].get()); tokens && embedding->entries() < vocab)
+    throw InputError("model.layers: layer 1 (layers.0) Embedding: num_embeddings " +
+                     std::to_string(embedding->entries()) + " is below the vocabulary size " + std::to_string(vocab) +
+                     " of " + config.data.train);
+}
+
+}  // namespace
+
 // Token shards (data.context): windows of tokens, a class (the next token) per position.
 void TrainingSession::open_token_data() {
   const int context = config.data.context;
@@ -134,6 +163,7 @@ void TrainingSession::open_data(int ranks_on_node) {
     } else {
       outputs = train_data->target_dim();
     }
+    check_token_input(config, train_data->holds_tokens(), outputs);  // before any shape pass names a symptom
     if (!config.data.augment.empty())
       augmenter.emplace(config.data.augment,
                         augment_image_shape(config.data.augment, train_data->sample_shape(), config.data.train),
@@ -147,38 +177,8 @@ void TrainingSession::open_data(int ranks_on_node) {
   });
 }
 
-namespace {
-
-// Token ids go to an embedding, and only there: refused before the model is
-// built, so the message names the real mismatch and not a shape it causes.
-void check_token_input(const Config& config, bool tokens, std::size_t vocab) {
-  if (config.model.layers.empty()) {
-    if (tokens) throw InputError("data.context reads token ids: set model.layers, starting with embedding(V, D)");
-    return;
-  }
-  const auto layers = build_layers(config.model.layers, 1, false);
-  for (std::size_t i = 1; i < layers.size(); ++i)
-    if (layers[i]->takes_tokens())
-      throw InputError("model.layers: " + layer_position(i) + " " + layers[i]->kind() +
-                       ": reads token ids, so it must be the first layer");
-  if (!tokens && layers[0]->takes_tokens())
-    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": reads token ids, but " +
-                     config.data.train + " is read as rows of features: set data.context for token shards");
-  if (tokens && !layers[0]->takes_tokens())
-    throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": data.context = " +
-                     std::to_string(config.data.context) +
-                     " reads token ids, which only embedding(V, D) takes as the first layer");
-  if (const auto* embedding = dynamic_cast<const Embedding*>(layers[0].get()); tokens && embedding->entries() < vocab)
-    throw InputError("model.layers: layer 1 (layers.0) Embedding: num_embeddings " +
-                     std::to_string(embedding->entries()) + " is below the vocabulary size " + std::to_string(vocab) +
-                     " of " + config.data.train);
-}
-
-}  // namespace
-
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
-    check_token_input(config, train_data->holds_tokens(), outputs);
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
     check_training_batches(*model, config, samples_per_rank(train_data->size(), comm.size(), config.data.drop_last),
                            "every epoch");

@@ -47,7 +47,8 @@ def compare(name, case):
     params, grads = arrays(case["params"]), arrays(case["grads"])
     buffers = {**arrays(case.get("buffers_before")), **arrays(case.get("counters_before"))}
     model = torch_layers.build(torch, text(case.attrs["layers"]), params)
-    model.load_state_dict(torch_layers.state_dict(torch, params, buffers), strict=True)
+    tied = torch_layers.ties(text(case.attrs["layers"]), params)
+    model.load_state_dict(torch_layers.state_dict(torch, params, buffers, tied), strict=True)
     model.train(text(case.attrs["mode"]) == "train")
     tokens = "tokens" in case  # a sequence model's token ids: no input gradient
     x = torch.from_numpy(case["tokens"][...]) if tokens else torch.from_numpy(case["x"][...]).requires_grad_()

@@ -103,6 +103,13 @@ const Case kCases[] = {
      3,
      true,
      13},
+    {"gpt_tied",
+     "embedding(9,8) position_embedding residual(layernorm causal_self_attention(2) ; linear(8)) layernorm "
+     "linear(tie=0)",
+     {5},
+     4,
+     true,
+     9},
 };
 constexpr std::size_t kOutputs = 3;  // classes for a last `linear` without a width
 

@@ -9,6 +9,7 @@ class ProcessGroup;
 
 int command_train(const std::vector<std::string>& args, ProcessGroup& group);
 int command_shard(const std::vector<std::string>& args);
+int command_generate(const std::vector<std::string>& args);  // `generate CKPT --prompt TEXT`
 int command_inspect(const std::vector<std::string>& args);
 int inspect_checkpoint(const std::string& path);  // `inspect checkpoint FILE`
 int inspect_layers(const std::vector<std::string>& args);  // `inspect layers [--list L] [--json]`

@@ -132,6 +132,8 @@ struct Config {
 // Parses `path` (may be empty) and the `--section.key value` overrides, validates
 // every value and throws InputError naming the file and key on any problem.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same for an input file's text (a checkpoint's stored one); `where` names it in messages.
+Config load_config_text(const std::string& text, const std::string& where);
 
 // Every key with its default and help text, for `mpiddp train --help`.
 std::string config_reference();

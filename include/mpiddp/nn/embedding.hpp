@@ -17,6 +17,11 @@ class Embedding final : public Layer {
   std::string kind() const override { return "Embedding"; }
   bool takes_tokens() const override { return true; }
   std::size_t entries() const { return entries_; }
+  std::size_t width() const { return d_; }
+  std::size_t weight_index() const { return weight_; }  // after declare()
+  // A later linear(tie=K) uses this weight too: its gradient (written first, in
+  // backward order) is then added to, never overwritten.
+  void share_weight() { shared_ = true; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;  // "256, 64"
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
@@ -30,6 +35,7 @@ class Embedding final : public Layer {
   EmbeddingGeometry geometry(const Matrix& x) const;
   std::size_t entries_, d_;
   std::size_t weight_ = 0;
+  bool shared_ = false;
   ParameterStore* params_ = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #pragma once
 // The layers of an MLP (Linear, activations, Dropout) and Flatten.
+#include "mpiddp/nn/embedding.hpp"
 #include "ops/dense/dense_ops.hpp"
 #include "ops/pointwise/pointwise_ops.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -12,6 +13,12 @@ void fill_uniform(ParameterStore& params, std::size_t index, float bound, std::u
 class Linear final : public Layer {
  public:
   explicit Linear(std::size_t out, bool bias = true) : out_(out), has_bias_(bias) {}
+  // linear(tie=K): the product uses embedding layer K's weight ([V, D], GPT-2's
+  // lm_head = wte) and has no bias or parameter of its own; the weight's gradient
+  // is written here first and the embedding adds to it, and the all-reduce sees
+  // it ready only after the embedding's backward (its last use).
+  // Without a width of its own (`own_width` false) it maps to the embedding's rows.
+  void tie_to(Embedding& embedding, std::size_t k, bool own_width);
   std::string kind() const override { return "Linear"; }
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;
@@ -26,6 +33,8 @@ class Linear final : public Layer {
  private:
   std::size_t in_ = 0, out_;
   bool has_bias_;
+  Embedding* tied_ = nullptr;
+  std::size_t tied_layer_ = 0;
   std::size_t rows_per_sample_ = 1;  // positions of a sequence {T, D}: the product acts on D
   DenseOps& dense() const { return device().ops<DenseOps>(); }
   int product_rows(const Matrix& x) const;
