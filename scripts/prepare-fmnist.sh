@@ -5,13 +5,9 @@
 set -euo pipefail
 dir=${1:?usage: prepare-fmnist.sh DIR [MPIDDP_BINARY]}
 here=$(cd "$(dirname "$0")" && pwd)
-mpiddp=${2:-${MPIDDP:-}}
-if [ -z "$mpiddp" ]; then
-  for candidate in "$here/../build/mpiddp" "$here/../../../bin/mpiddp" "$(command -v mpiddp || true)"; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ]; then mpiddp=$candidate; break; fi
-  done
-fi
-[ -n "$mpiddp" ] || { echo "prepare-fmnist.sh: mpiddp binary not found (pass it as the 2nd argument)" >&2; exit 2; }
+script=prepare-fmnist.sh
+# shellcheck source=scripts/find-mpiddp.sh
+source "$here/find-mpiddp.sh"
 src=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$src/train-images-idx3-ubyte.gz" ] || {
   echo "prepare-fmnist.sh: $src/train-images-idx3-ubyte.gz not found (apt-get install dataset-fashion-mnist)" >&2; exit 2; }

@@ -7,13 +7,9 @@
 set -euo pipefail
 dir=${1:?usage: prepare-kjv.sh DIR [MPIDDP_BINARY]}
 here=$(cd "$(dirname "$0")" && pwd)
-mpiddp=${2:-${MPIDDP:-}}
-if [ -z "$mpiddp" ]; then
-  for candidate in "$here/../build/mpiddp" "$here/../../../bin/mpiddp" "$(command -v mpiddp || true)"; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ]; then mpiddp=$candidate; break; fi
-  done
-fi
-[ -n "$mpiddp" ] || { echo "prepare-kjv.sh: mpiddp binary not found (pass it as the 2nd argument)" >&2; exit 2; }
+script=prepare-kjv.sh
+# shellcheck source=scripts/find-mpiddp.sh
+source "$here/find-mpiddp.sh"
 command -v bible > /dev/null || { echo "prepare-kjv.sh: no 'bible' program (apt-get install bible-kjv bible-kjv-text)" >&2; exit 2; }
 mkdir -p "$dir"
 text="$dir/kjv.txt"

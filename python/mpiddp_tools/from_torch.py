@@ -73,6 +73,14 @@ def split_state(torch, obj, path):
         if not isinstance(value, torch.Tensor):
             hint = " (a training checkpoint? save the model's state_dict alone)" if isinstance(value, dict) else ""
             die(f"{path}: '{key}' is {kind_of(value)}, not a tensor{hint}")
+    # A tied weight (GPT-2's lm_head.weight = wte.weight, mpiddp's linear(tie=K)) is one tensor under two
+    # names; mpiddp stores it once, under the first (the embedding's).
+    seen, obj = set(), dict(obj)
+    for key in list(obj):
+        storage = (obj[key].data_ptr(), tuple(obj[key].shape), tuple(obj[key].stride()))
+        if obj[key].numel() and storage in seen:
+            del obj[key]
+        seen.add(storage)
     params = {k: v for k, v in obj.items() if not k.endswith(BUFFER_SUFFIXES)}
     buffers = {k: v for k, v in obj.items() if k.endswith(BUFFER_SUFFIXES)}
     return params, buffers

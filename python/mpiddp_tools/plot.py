@@ -27,6 +27,13 @@ PANELS = [
     ("test loss", "eval", "epoch", "test_loss", "epoch", False),
     ("samples/s", "train", "global_step", "samples_per_s", "global step", False),
 ]
+# A sequence model's run (data.context): its loss is per token; bits per token and tokens/s instead.
+TOKEN_PANELS = [
+    ("training loss (nats/token)", "train", "global_step", "loss", "global step", True),
+    ("test bits/token", "eval", "epoch", "test_bits_per_token", "epoch", False),
+    ("test loss (nats/token)", "eval", "epoch", "test_loss", "epoch", False),
+    ("tokens/s", "train", "global_step", "tokens_per_s", "global step", False),
+]
 
 
 def read_run(path):
@@ -62,8 +69,9 @@ def main(argv=None):
     runs = [(run_label(d), read_run(os.path.join(d, "metrics.jsonl"))) for d in args.runs]
     pyplot = import_pyplot()
 
+    tokens = any("tokens_per_s" in r or "test_bits_per_token" in r for _, records in runs for r in records)
     figure, axes = pyplot.subplots(2, 2, figsize=(11, 8))
-    for ax, (title, kind, x_key, y_key, x_label, log_y) in zip(axes.flat, PANELS):
+    for ax, (title, kind, x_key, y_key, x_label, log_y) in zip(axes.flat, TOKEN_PANELS if tokens else PANELS):
         for label, records in runs:
             xs, ys = curve(records, kind, x_key, y_key)
             if not xs:

@@ -162,6 +162,35 @@ print(f"torch {loss:.7f} mpiddp {ours:.7f}")
 assert abs(loss - ours) < 1e-5 * max(1.0, loss)
 PY
 
+# ---- a tied output layer (GPT-2's lm_head = wte): to PyTorch (strict) and back, stored once ----
+TIED="embedding(256,16) position_embedding residual(layernorm causal_self_attention(2)) layernorm linear(tie=0)"
+run_ranks 2 train "$WORK/gpt.ini" --run.dir "$WORK/tied" --model.layers "$TIED" --train.max_steps 5 \
+  --train.eval false > "$WORK/tied.log" 2>&1 || fail "tied GPT exited $?"
+grep -q "weight=layers.0.weight" "$WORK/tied.log" && pass "the banner names the tied weight" || fail "no tie in the banner"
+"$PYTHON" "$SCRIPTS/to-torch" "$(latest_checkpoint "$WORK/tied")" "$WORK/tied.pt" > /dev/null 2> "$WORK/tied-to.err" \
+  && "$PYTHON" "$SCRIPTS/from-torch" "$WORK/tied.pt" "$WORK/tied_back.h5" > /dev/null 2> "$WORK/tied-from.err" \
+  || fail "tied round trip: $(cat "$WORK/tied-to.err" "$WORK/tied-from.err")"
+"$PYTHON" - "$(latest_checkpoint "$WORK/tied")" "$WORK/tied_back.h5" "$WORK/tied.pt" <<'PY' \
+  && pass "tied weight: two names in PyTorch's state_dict, one array in mpiddp's files, the same values" \
+  || fail "tied weight round trip"
+import sys, h5py, numpy as np, torch
+ours, back = h5py.File(sys.argv[1], "r")["params"], h5py.File(sys.argv[2], "r")["params"]
+state = torch.load(sys.argv[3])
+assert "5.weight" in state and torch.equal(state["5.weight"], state["0.weight"])
+assert "layers.5.weight" not in ours and sorted(ours) == sorted(back), (sorted(ours), sorted(back))
+assert all(np.array_equal(ours[n][...], back[n][...]) for n in ours)
+PY
+# model.init takes it back: the first forward of a fresh run starts from those weights.
+run_ranks 2 train "$WORK/gpt.ini" --run.dir "$WORK/tied_init" --model.layers "$TIED" --model.init "$WORK/tied_back.h5" \
+  --train.max_steps 1 --train.eval false > "$WORK/tied_init.log" 2>&1 \
+  && grep -q "^initial weights: $WORK/tied_back.h5" "$WORK/tied_init.log" && pass "model.init loads the tied model" \
+  || fail "model.init of the tied model: $(grep -m1 error "$WORK/tied_init.log")"
+
+# ---- scripts/plot draws a sequence model's bits per token and tokens/s ----
+"$PYTHON" "$SCRIPTS/plot" "$WORK/gpt" --out "$WORK/gpt.png" --describe > "$WORK/plot.out" 2>&1 \
+  && grep -q "^test bits/token: gpt: 2 points" "$WORK/plot.out" && grep -q "^tokens/s: gpt:" "$WORK/plot.out" \
+  && [ -s "$WORK/gpt.png" ] && pass "plot: test bits/token and tokens/s panels" || fail "plot: $(cat "$WORK/plot.out")"
+
 # ---- generate: a continuation of a prompt, greedy (deterministic) or sampled with a seed ----
 CKPT=$(latest_checkpoint "$WORK/gpt")
 "$MPIDDP" generate "$CKPT" --prompt "the word " --tokens 40 > "$WORK/gen1.txt" 2> "$WORK/gen.err" \

@@ -7,10 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/common/error.hpp"
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/nn/sequential.hpp"
 
 namespace mpiddp::test {
+
+// The message build_model throws for `layers` on samples of shape `input` with
+// `outputs` classes, or "(accepted)".
+inline std::string refusal_of(const std::string& layers, const Shape& input, std::size_t outputs = 3) {
+  ModelConfig config;
+  config.layers = layers;
+  try {
+    build_model(config, input, outputs, 1);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
 
 // Element (r, c) of any matrix (Matrix::at reads host storage only, and a
 // model's activations live in its device's memory, host memory on the CPU).

@@ -6,22 +6,14 @@
 #include "mpiddp/nn/layer_table.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/memory_budget.hpp"
+#include "layer_test_util.hpp"
 
 using namespace mpiddp;
 
 namespace {
 
 // The message build_model throws for `layers` on samples of shape `input` with 3 outputs.
-std::string refusal(const std::string& layers, const Shape& input) {
-  ModelConfig config;
-  config.layers = layers;
-  try {
-    build_model(config, input, 3, 1);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+std::string refusal(const std::string& layers, const Shape& input) { return test::refusal_of(layers, input); }
 
 std::string parse_refusal(const std::string& text) {
   try {
@@ -271,7 +263,7 @@ TEST_CASE("layer table: every entry has a factory and every factory an entry", "
   CHECK(mpiddp::layers_with_factories() == mpiddp::known_layer_names());
   for (const auto& spec : mpiddp::layer_table()) {
     CHECK(spec.torch_module.size() > 0);
-    for (const auto& a : spec.arguments) CHECK((a.type == "int" || a.type == "float"));
+    for (const auto& a : spec.arguments) CHECK((a.type == "int" || a.type == "float" || a.type == "bool" || a.type == "word"));
   }
 }
 
@@ -282,7 +274,7 @@ TEST_CASE("layer table: a list resolves with every argument named and every defa
   CHECK(layers[0].arguments == Args{{"out_channels", "8"}, {"kernel_size", "3"}, {"stride", "1"}, {"padding", "1"}});
   CHECK(layers[1].arguments == Args{{"kernel_size", "2"}, {"stride", "2"}});  // stride = kernel_size
   CHECK(layers[2].arguments == Args{{"p", "0.5"}});
-  CHECK(layers[3].arguments == Args{{"out_features", "7"}});  // the last linear: the classes
+  CHECK(layers[3].arguments == Args{{"out_features", "7"}, {"bias", "true"}, {"tie", "-1"}});  // the last linear: the classes
   CHECK_THROWS_WITH(mpiddp::resolve_layer_list("linear relu", 7), Catch::Contains("layer 1 (layers.0) 'linear': missing argument 'out_features'"));
   CHECK_THROWS_WITH(mpiddp::resolve_layer_list("conv2d(8, 3, out_channels=4)", 7), Catch::Contains("given twice"));
   CHECK_THROWS_WITH(mpiddp::resolve_layer_list("relu(p=1)", 7), Catch::Contains("unknown argument 'p' (it takes none)"));

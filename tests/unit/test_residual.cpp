@@ -4,21 +4,13 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/nn/model_builder.hpp"
+#include "layer_test_util.hpp"
 
 using namespace mpiddp;
 
 namespace {
 
-std::string refusal(const std::string& layers, const Shape& input) {
-  ModelConfig config;
-  config.layers = layers;
-  try {
-    build_model(config, input, 3, 1);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+std::string refusal(const std::string& layers, const Shape& input) { return test::refusal_of(layers, input); }
 
 std::vector<std::string> parameter_names(const Sequential& model) {
   std::vector<std::string> names;

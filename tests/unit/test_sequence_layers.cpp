@@ -1,0 +1,65 @@
+// Sequence-model layers: GPT-2 124M's size from a shape-only pass (nothing is
+// allocated), names and shapes of a small GPT, and the tie refusals.
+#include <catch2/catch.hpp>
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/nn/model_builder.hpp"
+#include "layer_test_util.hpp"
+
+using namespace mpiddp;
+
+namespace {
+
+std::string gpt2_layers(int blocks, int d, int heads, long vocab, const std::string& head) {
+  std::string layers = "embedding(" + std::to_string(vocab) + "," + std::to_string(d) + ") position_embedding";
+  for (int i = 0; i < blocks; ++i)
+    layers += " residual(layernorm causal_self_attention(" + std::to_string(heads) + ")) residual(layernorm linear(" +
+              std::to_string(4 * d) + ") gelu(approximate=tanh) linear(" + std::to_string(d) + "))";
+  return layers + " layernorm " + head;
+}
+
+std::string refusal(const std::string& layers) { return test::refusal_of(layers, Shape{8}, 11); }
+
+}  // namespace
+
+TEST_CASE("GPT-2 124M has 124,439,808 parameters with its output layer tied", "[nn][sequence]") {
+  ModelConfig config;
+  config.layers = gpt2_layers(12, 768, 12, 50257, "linear(tie=0)");
+  const ModelPlan tied = plan_model(config, Shape{1024}, 50257, 1);
+  CHECK(tied.parameters == 124439808.0);
+  // Untied, the head adds its own 50257 x 768 weight (no bias).
+  config.layers = gpt2_layers(12, 768, 12, 50257, "linear(bias=false)");
+  CHECK(plan_model(config, Shape{1024}, 50257, 1).parameters == 124439808.0 + 50257.0 * 768.0);
+}
+
+TEST_CASE("a small GPT's names and shapes are nanoGPT's", "[nn][sequence]") {
+  ModelConfig config;
+  config.layers = gpt2_layers(1, 8, 2, 11, "linear(tie=0)");
+  auto model = build_model(config, Shape{5}, 11, 1);
+  CHECK(model->output_shape() == Shape{5, 11});
+  std::vector<std::string> names;
+  for (const auto& p : model->parameters().list()) names.push_back(p.name + " " + shape_text(p.shape));
+  CHECK(names == std::vector<std::string>{
+                     "layers.0.weight 11x8", "layers.1.weight 5x8", "layers.2.body.0.weight 8",
+                     "layers.2.body.0.bias 8", "layers.2.body.1.c_attn.weight 24x8", "layers.2.body.1.c_attn.bias 24",
+                     "layers.2.body.1.c_proj.weight 8x8", "layers.2.body.1.c_proj.bias 8", "layers.3.body.0.weight 8",
+                     "layers.3.body.0.bias 8", "layers.3.body.1.weight 32x8", "layers.3.body.1.bias 32",
+                     "layers.3.body.3.weight 8x32", "layers.3.body.3.bias 8", "layers.4.weight 8", "layers.4.bias 8"});
+  // The tied head reports no parameter: the embedding, last in backward, reports the shared weight.
+  CHECK(model->layers()[5]->parameter_indices().empty());
+  CHECK(model->layers()[5]->arguments() == "in_features=8, out_features=11, bias=False, weight=layers.0.weight");
+}
+
+TEST_CASE("tie must name an earlier embedding at the top level, with matching sizes", "[nn][sequence]") {
+  CHECK_THAT(refusal("embedding(11,8) linear(8,tie=1) linear"),
+             Catch::Contains("tie=1 must name an earlier layer (an embedding)"));
+  CHECK_THAT(refusal("embedding(11,8) linear(8) linear(tie=1)"),
+             Catch::Contains("tie=1: layer 2 (layers.1) is Linear, not an embedding"));
+  CHECK_THAT(refusal("embedding(11,8) residual(linear(8,tie=0)) linear"),
+             Catch::Contains("tie=0 works at the top level of the list only"));
+  CHECK_THAT(refusal("embedding(11,8) linear(4) linear(tie=0)"),
+             Catch::Contains("tie=0: layer 1's weight is 11x8, but this linear maps 4 features to 11"));
+  CHECK_THAT(refusal("embedding(11,8) causal_self_attention(2,dropout=0.1) linear"),
+             Catch::Contains("dropout on the attention probabilities is not implemented yet"));
+  CHECK_THAT(refusal("embedding(11,8) linear(bias=maybe)"), Catch::Contains("bias 'maybe' is not true or false"));
+}
