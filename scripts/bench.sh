@@ -5,8 +5,9 @@
 # the MLP next to the speed limit of its GEMMs alone.
 # usage: scripts/bench.sh [DATA_DIR] [BATCH_PER_RANK] [EPOCHS]
 #   DATA_DIR defaults to data/fmnist (created with prepare-fmnist.sh if absent).
-# Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch,
-#   BENCH_CNN_STEPS (optimizer steps per CNN run, default 150; 0 skips the CNN table).
+# Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch, BENCH_MLP=0 to skip the MLP
+#   table, BENCH_CNN_STEPS (optimizer steps per CNN run, default 150; 0 skips the CNN table), BENCH_MODEL_STEPS
+#   (steps per ResNet and GPT run, default 100; 0 skips them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -24,6 +25,7 @@ trap 'rm -rf "$work"' EXIT
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 pct() { /usr/bin/python3 -c "import sys; print(f'{100*float(sys.argv[1]):.1f}%')" "$1"; }
 
+if [ "${BENCH_MLP:-1}" != 0 ]; then
 # GEMM-only limit: one single-threaded GEMM loop per core, all cores at once.
 cores=$(nproc)
 limit=0
@@ -57,11 +59,12 @@ echo
 echo "GEMM-only limit on $cores core(s): $limit samples/s; mpiddp at world 2 reaches" \
   "$(/usr/bin/python3 -c "print(f'{100*${ours[2]}/$limit:.0f}%')") of it;" \
   "world 2 / world 1 = $(/usr/bin/python3 -c "print(f'{${ours[2]}/${ours[1]}:.2f}')")"
+fi
 
 # The CNN: the same number of steps for both, each run timed from its start
 # (mpiddp's summary; PyTorch's loop after its processes met).
 cnn_steps=${BENCH_CNN_STEPS:-150}
-[ "$cnn_steps" != 0 ] || exit 0
+if [ "$cnn_steps" != 0 ]; then
 layers=$(sed -n 's/^layers *= *//p' "$root/inputs/fmnist_cnn.ini")
 echo
 echo "CNN ($layers), $cnn_steps steps:"
@@ -82,3 +85,37 @@ for world in 1 2; do
   printf "| %d | %d | %.0f | %s | %s | %s |\n" $world "$batch" "$rate" "$(pct "$(field "$s" allreduce_share)")" \
     "$theirs" "$speedup"
 done
+fi
+
+# The ResNet (inputs/fmnist_resnet.ini, no augmentation) and the byte GPT (inputs/kjv_gpt.ini on data/kjv, if
+# prepared: scripts/prepare-kjv.sh), the same way. BENCH_MODEL_STEPS (default 100; 0 skips both).
+model_steps=${BENCH_MODEL_STEPS:-100}
+[ "$model_steps" != 0 ] || exit 0
+bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world 1 and 2
+  local name=$1 ini=$2 train=$3 unit=$4 context=$5 classes=$6; shift 6
+  local list; list=$(/usr/bin/python3 -c "import configparser,sys; p=configparser.ConfigParser(inline_comment_prefixes=('#',)); p.read(sys.argv[1]); print(p['model']['layers'].replace(chr(10), ' '))" "$ini")
+  echo
+  echo "$name ($(basename "$ini")), $model_steps steps, $unit/s:"
+  printf "| world | batch/rank | mpiddp %s/s | all-reduce | PyTorch DDP gloo | speed-up |\n" "$unit"
+  printf "|---|---|---|---|---|---|\n"
+  for world in 1 2; do
+    "$mpiexec" -n $world "$mpiddp" train "$ini" --data.train "$train" --train.eval false --train.max_steps "$model_steps" \
+      --train.threads 1 --checkpoint.every_epochs 0 --run.dir "$work/$name$world" "$@" > "$work/${name}log$world" 2>&1
+    local s=$work/$name$world/summary.json per=1 rate theirs="n/a" batch_per_rank
+    [ "$context" = 0 ] || per=$context
+    rate=$(/usr/bin/python3 -c "print($(field "$s" train_samples_per_s) * $per)")
+    batch_per_rank=$(( $(field "$s" global_batch) / world ))
+    if [ "${BENCH_TORCH:-1}" != 0 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+      theirs=$(/usr/bin/python3 "$here/bench_torch_ddp.py" --data "$train" --world $world --batch "$batch_per_rank" \
+        --epochs 1 --max-steps "$model_steps" --layers "$list" --context "$context" --classes "$classes" 2>/dev/null \
+        | awk -v per="$per" '{print $NF * per}')
+    fi
+    local speedup; speedup=$( [ -z "$theirs" ] || [ "$theirs" = "n/a" ] && echo "n/a" || /usr/bin/python3 -c "print(f'{$rate/$theirs:.2f}x')")
+    printf "| %d | %d | %.0f | %s | %s | %s |\n" $world "$batch_per_rank" "$rate" "$(pct "$(field "$s" allreduce_share)")" \
+      "${theirs:-n/a}" "$speedup"
+  done
+}
+bench_model resnet "$root/inputs/fmnist_resnet.ini" "$data/train" samples 0 10 --data.augment ""
+kjv=${BENCH_KJV_DIR:-$root/data/kjv}
+if [ -d "$kjv/train" ]; then bench_model gpt "$root/inputs/kjv_gpt.ini" "$kjv/train" tokens 128 256
+else echo; echo "GPT: no $kjv/train (scripts/prepare-kjv.sh $kjv): skipped"; fi

@@ -4,6 +4,7 @@ per-rank batch as mpiddp, on the same Fashion-MNIST samples held in memory
 (PyTorch gets no I/O cost; mpiddp reads its HDF5 shards while training).
 
 usage: bench_torch_ddp.py --world W --batch B --epochs E [--hidden 256,128 | --layers LIST] [--max-steps N]
+                          [--context T --classes V]  (token shards: a sequence model, samples = windows)
   --layers takes mpiddp's model.layers syntax (conv2d(32,3,padding=1) batchnorm2d relu ...) and
   builds the same torch.nn.Sequential, as `mpiddp inspect layers --list` resolves it (python/mpiddp_tools/
   torch_layers.py; the binary is $MPIDDP, else the checkout's build/mpiddp, else mpiddp on PATH); samples are
@@ -25,6 +26,20 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "python"))
 from mpiddp_tools import torch_layers as layer_table  # noqa: E402
+
+
+def load_windows(directory, context):
+    """Token shards as mpiddp reads them with data.context: windows of context + 1 tokens of one shard at stride
+    context; inputs the first context tokens, targets the last."""
+    xs, ys = [], []
+    for path in sorted(glob.glob(os.path.join(directory, "*.h5"))):
+        with h5py.File(path, "r") as f:
+            tokens = f["tokens"][...].astype(np.int64)
+        n = (len(tokens) - 1) // context
+        windows = np.stack([tokens[i * context:i * context + context + 1] for i in range(n)])
+        xs.append(windows[:, :-1])
+        ys.append(windows[:, 1:])
+    return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 
 def load(directory):
@@ -50,7 +65,7 @@ def worker(rank, args, x, y, result):
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     torch.manual_seed(args.seed)
     if args.layers:
-        x = x.reshape(-1, 1, 28, 28)
+        x = x if args.context else x.reshape(-1, 1, 28, 28)
         layers = torch_layers(args.resolved, x.shape[1:])
     else:
         widths = [x.shape[1]] + [int(w) for w in args.hidden.split(",")]
@@ -60,7 +75,10 @@ def worker(rank, args, x, y, result):
         layers.append(torch.nn.Linear(widths[-1], 10))
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    cross_entropy = torch.nn.CrossEntropyLoss()
+
+    def loss_fn(logits, targets):  # a sequence model: the mean over every target token
+        return cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     dataset = torch.utils.data.TensorDataset(x, y)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, args.world, rank, seed=args.seed)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler)
@@ -94,14 +112,16 @@ def main():
     parser.add_argument("--hidden", default="256,128")
     parser.add_argument("--layers", default="", help="mpiddp model.layers syntax (images 1x28x28)")
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps, 0 = none")
+    parser.add_argument("--context", type=int, default=0, help="token shards: windows of this many tokens + 1")
+    parser.add_argument("--classes", type=int, default=10, help="what a last linear without a width gets")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=29533)
     args = parser.parse_args()
     try:
-        args.resolved = layer_table.resolve(args.layers, 10) if args.layers else None
+        args.resolved = layer_table.resolve(args.layers, args.classes) if args.layers else None
     except (layer_table.LayerListError, layer_table.MpiddpError) as e:
         sys.exit(f"bench_torch_ddp.py: error: --layers: {e}")
-    x, y = load(args.data)
+    x, y = load_windows(args.data, args.context) if args.context else load(args.data)
     result = mp.get_context("spawn").SimpleQueue()
     mp.spawn(worker, args=(args, x, y, result), nprocs=args.world, join=True)
     print(f"torch world {args.world} batch {args.batch} samples/s {result.get():.0f}")

@@ -72,6 +72,8 @@ mkdir -p "$out/ompi/share"
 cp -a /usr/share/openmpi "$out/ompi/share/"
 if [ -d /usr/share/pmix ]; then cp -a /usr/share/pmix "$out/ompi/share/"; fi
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/data/"
+# The King James Bible's text for the gpt_kjv_bf16 row (Debian's bible-kjv; the row SKIPs without it).
+if command -v bible > /dev/null; then bible "Gen1:1-Rev22:21" < /dev/null > "$out/data/kjv.txt"; fi
 # The Python tools as in this checkout, without compiled caches.
 mkdir -p "$out/python"
 cp -a python/mpiddp_tools "$out/python/"

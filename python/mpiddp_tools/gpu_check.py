@@ -183,6 +183,41 @@ def fmnist_detail(summary_path, floor):
     return acc >= floor, text
 
 
+def gpt_layers(blocks, width, heads):
+    """nanoGPT's GPT as a layer list: token and position embeddings, pre-LayerNorm blocks, a head tied to wte."""
+    block = (f"residual(layernorm causal_self_attention({heads})) "
+             f"residual(layernorm linear({4 * width}) gelu(approximate=tanh) linear({width}))")
+    return f"embedding(V,{width}) position_embedding " + " ".join([block] * blocks) + " layernorm linear(tie=0)"
+
+
+def gpt_detail(summary_path, blocks, context, width, peak):
+    """(ok, text) of a GPT run: tokens/s, and the model FLOP utilisation as llm.c counts it, 6 N + 6 L T D FLOPs
+    per token against the measured bf16 matmul PEAK (TFLOP/s text; "" for none); the test loss when evaluated."""
+    s = read_summary(summary_path)
+    try:
+        tokens_s, params = float(s["train_tokens_per_s"]), s["parameter_bytes"] / 4
+        flops = 6 * params + 6 * blocks * context * width
+        mfu = f", MFU {100 * tokens_s * flops / (float(peak) * 1e12):.1f}% of {peak} TFLOP/s" if peak else ""
+        loss = (f", test loss {s['test_loss']:.4f} nats/token ({s['test_bits_per_token']:.3f} bits)"
+                if s.get("test_loss", -1) >= 0 else "")
+        text = f"{tokens_s:.0f} tokens/s, {params / 1e6:.1f} M parameters{mfu}{loss}, {s['steps']} steps"
+        return tokens_s > 0, text
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return False, None
+
+
+def write_llmc_shard(path, tokens, vocab, seed):
+    """An llm.c token file of TOKENS seeded random ids below VOCAB (the synthetic data of the GPT-2 row)."""
+    import array
+    import random
+    rng = random.Random(seed)
+    header = array.array("i", [20240520, 1, tokens] + [0] * 253)
+    ids = array.array("H", (rng.randrange(vocab) for _ in range(tokens)))
+    with open(path, "wb") as f:
+        header.tofile(f)
+        ids.tofile(f)
+
+
 def zero_detail(summary_path, params):
     """(ok, text) of ZeRO stage 1's run: its peak device memory per rank below what stage 0's parameters, gradients
     and AdamW moments alone hold (16 bytes per parameter). peak_device_bytes counts mpiddp's own allocations, not the
@@ -479,6 +514,8 @@ class GpuCheck(Check):
         self.zero_row()
         self.cnn("cnn_fmnist_fp32", "fp32")
         self.cnn("cnn_fmnist_bf16", self.bf16)
+        self.gpt2_row()
+        self.kjv_row()
         self.gpu_training()
         self.sanitizers()
         return self.finish()
@@ -802,6 +839,64 @@ class GpuCheck(Check):
         self.row(name, "PASS", detail + (" (dry run: CPU, fp32)" if self.dry else ""))
 
     # ---- the training tests (they skip without a GPU) ----
+    # ---- transformers: GPT-2 124M on synthetic tokens, a byte GPT on the King James Bible ----
+    def gpt2_row(self):
+        """GPT-2 124M (12 blocks, D 768, 12 heads, T 1024, vocabulary 50257, tied head), bf16, one GPU, on
+        synthetic llm.c tokens: tokens/s and MFU (the dry run: 2 small blocks on the CPU)."""
+        name = "gpt2_124m_bf16"
+        blocks, width, heads, context, vocab = (2, 64, 2, 64, 1000) if self.dry else (12, 768, 12, 1024, 50257)
+        batch, steps = (2, 6) if self.dry else (8, 30)
+        shards = os.path.join(self.scratch, "gpt2_tokens")
+        os.makedirs(os.path.join(self.scratch, "gpt2_bin"), exist_ok=True)
+        write_llmc_shard(os.path.join(self.scratch, "gpt2_bin", "synthetic_000.bin"),
+                         (batch * steps + 2) * (context + 1), vocab, 7)
+        self.run_step(f"{name}-shard", 60, [self.mpiddp, "shard", "--format", "llmc", "--vocab", str(vocab), "--input",
+                                            os.path.join(self.scratch, "gpt2_bin", "*.bin"), "--out", shards])
+        if self.rc != 0:
+            return self.verdict(name, "")
+        run_dir = os.path.join(self.scratch, name)
+        self.run_step(name, 180, [self.mpirun, "-n", "1", self.mpiddp, "train", "inputs/kjv_gpt.ini",
+                                  "--data.train", shards, "--data.test", "", "--data.context", str(context),
+                                  "--model.layers", gpt_layers(blocks, width, heads).replace("V", str(vocab)),
+                                  "--train.batch_size", str(batch), "--train.max_steps", str(steps),
+                                  "--train.log_every", "10", "--train.eval", "false", "--train.device", self.dev,
+                                  "--train.precision", self.bf16, "--run.dir", run_dir])
+        if self.rc != 0:
+            return self.verdict(name, "")
+        ok, detail = gpt_detail(os.path.join(run_dir, "summary.json"), blocks, context, width, self.peak)
+        self.row(name, "PASS" if ok else "FAIL", detail or "no summary.json")
+
+    def kjv_row(self):
+        """inputs/kjv_gpt.ini on one GPU in bf16, one epoch (the dry run: 30 steps on the CPU): tokens/s, test loss.
+        The text is the bundle's data/kjv.txt (scripts/gpu-bundle.sh takes it from Debian's bible-kjv)."""
+        name = "gpt_kjv_bf16"
+        text = os.path.join(self.fmnist_src, "kjv.txt")
+        if not os.path.isfile(text):
+            return self.skip(name, f"no {text} (bundle made where Debian's bible-kjv is installed)")
+        data = os.path.join(self.scratch, "kjv")
+        os.makedirs(data, exist_ok=True)
+        with open(text, "rb") as f:
+            raw = f.read()
+        cut = len(raw) * 9 // 10
+        for part, piece in (("train", raw[:cut]), ("test", raw[cut:])):
+            with open(os.path.join(data, f"{part}.txt"), "wb") as f:
+                f.write(piece)
+            self.run_step(f"{name}-{part}", 60, [self.mpiddp, "shard", "--format", "bytes", "--input",
+                                                 os.path.join(data, f"{part}.txt"), "--out", os.path.join(data, part)])
+            if self.rc != 0:
+                return self.verdict(name, "")
+        run_dir = os.path.join(self.scratch, name)
+        # The dry run: 30 steps on the CPU, no evaluation (a pass over the test text takes the CPU half a minute).
+        length = ["--train.max_steps", "30", "--train.eval", "false"] if self.dry else ["--train.epochs", "1"]
+        self.run_step(name, 240, [self.mpirun, "-n", "1", self.mpiddp, "train", "inputs/kjv_gpt.ini",
+                                  "--data.train", os.path.join(data, "train"), "--data.test", os.path.join(data, "test"),
+                                  *length, "--train.device", self.dev, "--train.precision", self.bf16,
+                                  "--run.dir", run_dir])
+        if self.rc != 0:
+            return self.verdict(name, "")
+        ok, detail = gpt_detail(os.path.join(run_dir, "summary.json"), 4, 128, 192, self.peak)
+        self.row(name, "PASS" if ok else "FAIL", detail or "no summary.json")
+
     def gpu_training(self):
         self.run_step("gpu_training", 240, ["bash", "tests/integration/gpu_test_training.sh"],
                       {"MPIDDP": self.mpiddp, "MPIEXEC": self.mpirun, "MPIDDP_SOURCE_DIR": self.src,

@@ -97,6 +97,16 @@ def model_section(config_text, path):
     return parser["model"] if parser.has_section("model") else {}
 
 
+def data_context(config_text, path):
+    """data.context of the stored input file: above 0 for a sequence model, whose inputs are token ids."""
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#",))
+    try:
+        parser.read_string(config_text)
+        return int(parser["data"].get("context", "0")) if parser.has_section("data") else 0
+    except (configparser.Error, ValueError) as e:
+        die(f"{path}: data.context of the stored input file is not a number ({one_line(e)})")
+
+
 def model_settings(model, path):
     """model.hidden, model.activation, model.dropout from the resolved input file."""
     hidden = model.get("hidden", "256,128").strip().strip('"')
@@ -182,7 +192,7 @@ def main(argv=None):
         state = list(torch_layers.state_dict(torch, params, buffers, tied).items())
         image = params.get("layers.0.weight") is not None and params["layers.0.weight"].ndim == 4
         shape = "float32 (N, C, H, W): the features reshaped to model.input_shape" if image else "float32 (N, features)"
-        if layers.split("(")[0].strip() == "embedding":
+        if data_context(config, args.checkpoint) > 0:
             shape = "int64 (N, T): token ids (logits: (N, T, vocabulary))"
         return export(torch, args, code, state, shape)
     if buffers:

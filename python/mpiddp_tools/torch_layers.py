@@ -30,6 +30,7 @@ from . import binary
 from .binary import MpiddpError  # noqa: F401 (callers catch it from here)
 
 MODULE = re.compile(r"torch\.nn\.[A-Za-z_][A-Za-z0-9_]*")
+OWN_MODULE = re.compile(r"mpiddp_tools\.(Residual|PositionEmbedding|CausalSelfAttention)")  # MODULES_SOURCE's
 LARGEST_CLASSES = 1 << 30  # mpiddp's --classes range is [1, 2^30]
 WORD = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a "word" argument's value (approximate='tanh')
 
@@ -60,9 +61,10 @@ class PositionEmbedding(torch.nn.Module):
 class CausalSelfAttention(torch.nn.Module):
     \"\"\"nanoGPT's CausalSelfAttention (without dropout): c_attn to q, k, v, causal softmax per head, c_proj.\"\"\"
 
-    def __init__(self, n_embd, n_head):
+    def __init__(self, n_embd, num_heads, dropout=0.0):
         super().__init__()
-        self.n_head = n_head
+        assert dropout == 0.0, "attention dropout: mpiddp trains with 0 only"
+        self.n_head = num_heads
         self.c_attn = torch.nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = torch.nn.Linear(n_embd, n_embd)
 
@@ -87,11 +89,17 @@ CUSTOM = re.compile(r"\b(Residual|PositionEmbedding|CausalSelfAttention|tie_weig
 RESIDUAL_SOURCE = MODULES_SOURCE  # the name older callers use
 
 
+_NAMESPACES = {}
+
+
 def namespace(torch):
-    """The names generated module code uses: torch and the modules of MODULES_SOURCE."""
-    names = {"torch": torch}
-    exec(MODULES_SOURCE, names)  # our own constant text
-    return names
+    """The names generated module code uses: torch and the modules of MODULES_SOURCE (made once per torch
+    module, so that every model built here has the same classes)."""
+    if id(torch) not in _NAMESPACES:
+        names = {"torch": torch}
+        exec(MODULES_SOURCE, names)  # our own constant text
+        _NAMESPACES[id(torch)] = names
+    return _NAMESPACES[id(torch)]
 
 
 def needs_modules(code):
@@ -165,12 +173,13 @@ def literal(entry, key, value):
     return repr(value)
 
 
-def constructor(entry, input_size=None):
-    """The torch.nn constructor text of one resolved layer, its input size (if it has an input_argument)
-    given; every argument by keyword."""
+def constructor(entry, input_size=None, sizes=None):
+    """The constructor text of one resolved layer (torch.nn.<Name>, or <Name> for a module of MODULES_SOURCE),
+    its input size (if it has an input_argument) and SIZES (weight_sizes: argument -> int) given; every argument
+    by keyword, except those torch does not take (not_torch: tie)."""
     module = entry.get("torch_module")
-    if not isinstance(module, str) or not MODULE.fullmatch(module):
-        raise LayerListError(f"{where(entry)}: torch module {module!r} is not torch.nn.<Name>")
+    if not isinstance(module, str) or not (MODULE.fullmatch(module) or OWN_MODULE.fullmatch(module)):
+        raise LayerListError(f"{where(entry)}: torch module {module!r} is not torch.nn.<Name> or mpiddp_tools.<Name>")
     items = []
     input_argument = entry.get("input_argument")
     if input_argument is not None:
@@ -179,13 +188,19 @@ def constructor(entry, input_size=None):
         if isinstance(input_size, bool) or not isinstance(input_size, int) or input_size < 1:
             raise LayerListError(f"{where(entry)}: no input size for {input_argument}")
         items.append(f"{input_argument}={input_size}")
+    for key, value in (sizes or {}).items():
+        if not identifier(key) or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LayerListError(f"{where(entry)}: size {key}={value!r} is not a name and a positive int")
+        items.append(f"{key}={value}")
+    skip = entry.get("not_torch") or []
     for key, value in entry["arguments"].items():
-        if entry.get("name") == "linear" and key == "tie":
-            continue  # mpiddp's own: the tie is made after the modules are built (tie_weights)
+        if key in skip:
+            continue  # mpiddp's own: a tie is made after the modules are built (tie_weights)
         if not identifier(key):
             raise LayerListError(f"{where(entry)}: argument {key!r} is not a name")
         items.append(f"{key}={literal(entry, key, value)}")
-    return f"{module}({', '.join(items)})"
+    name = module if MODULE.fullmatch(module) else module.split(".")[1]
+    return f"{name}({', '.join(items)})"
 
 
 def final_classes(params):
@@ -231,38 +246,63 @@ def branch(entry, key):
     return value
 
 
-def weight_shape(entry, params, suffix):
-    prefix = path(entry)
-    weight = params.get(prefix + suffix)
-    shape = tuple(int(d) for d in getattr(weight, "shape", ()))
-    if weight is None or len(shape) != 2 or min(shape) < 1:
-        raise LayerListError(f"{where(entry)}: no 2-D parameter {prefix}{suffix}")
-    return shape
+def sized(entry, params, parameter, dim, what):
+    """Dimension DIM of the layer's parameter PARAMETER (a suffix: "weight", "c_attn.weight"), for WHAT."""
+    if not isinstance(parameter, str) or not re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", parameter):
+        raise LayerListError(f"{where(entry)}: parameter {parameter!r} is not a parameter name")
+    name = f"{path(entry)}.{parameter}"
+    shape = tuple(getattr(params.get(name), "shape", ()))
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < len(shape):
+        raise LayerListError(f"{where(entry)}: {name} is {'x'.join(map(str, shape)) or 'missing'}, with no "
+                             f"dimension {dim} for {what}")
+    return int(shape[dim])
+
+
+def weight_sizes(entry):
+    """The constructor arguments read from parameter shapes: [{argument, parameter, weight_dim, sample_dim}]."""
+    found = entry.get("weight_sizes") or []
+    for w in found:
+        if not isinstance(w, dict) or not identifier(w.get("argument")):
+            raise LayerListError(f"{where(entry)}: weight_sizes entry {w!r} does not name an argument")
+    return found
+
+
+def shared_layer(entry):
+    """k of a layer whose weight is layer k's (linear(tie=k): shared_weight "layers.k.weight"), else None."""
+    shared = entry.get("shared_weight")
+    if shared is None:
+        return None
+    m = re.fullmatch(r"layers\.(\d+)\.weight", shared) if isinstance(shared, str) else None
+    if not m:
+        raise LayerListError(f"{where(entry)}: shared_weight {shared!r} is not layers.<k>.weight")
+    return int(m.group(1))
+
+
+def container_code(entry, params, code_of):
+    """A residual block (an entry with branches): its module, body Sequential and shortcut (None: identity)."""
+    module = entry.get("torch_module")
+    if not isinstance(module, str) or not OWN_MODULE.fullmatch(module):
+        raise LayerListError(f"{where(entry)}: container module {module!r} is not mpiddp_tools.<Name>")
+    body = "torch.nn.Sequential(" + ", ".join(code_of(e, params) for e in branch(entry, "body")) + ")"
+    shortcut = branch(entry, "shortcut")
+    tail = ", torch.nn.Sequential(" + ", ".join(code_of(e, params) for e in shortcut) + ")" if shortcut else ""
+    return f"{module.split('.')[1]}({body}{tail})"
 
 
 def entry_code(entry, params):
-    """One resolved layer's constructor text; a residual's holds its branches' Sequentials; nanoGPT's modules
-    take their sizes from their weights."""
-    if entry.get("name") == "position_embedding":
-        positions, width = weight_shape(entry, params, ".weight")
-        return f"PositionEmbedding({positions}, {width})"
-    if entry.get("name") == "causal_self_attention":
-        width = weight_shape(entry, params, ".c_attn.weight")[1]
-        heads = entry["arguments"].get("num_heads")
-        return f"CausalSelfAttention(n_embd={width}, n_head={literal(entry, 'num_heads', heads)})"
-    if entry.get("name") == "residual":
-        body = "torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in branch(entry, "body")) + ")"
-        shortcut = branch(entry, "shortcut")
-        if not shortcut:
-            return f"Residual({body})"
-        return f"Residual({body}, torch.nn.Sequential(" + ", ".join(entry_code(e, params) for e in shortcut) + "))"
-    tie = entry["arguments"].get("tie", -1) if entry.get("name") == "linear" else -1
-    if isinstance(tie, int) and not isinstance(tie, bool) and tie >= 0:
-        # No weight of its own: its input size is the embedding's width, and it has no bias.
-        width = weight_shape({"index": tie, "name": "embedding", "path": f"layers.{tie}"}, params, ".weight")[1]
-        return constructor({**entry, "arguments": {**entry["arguments"], "bias": False}}, width)
-    size = input_size(entry, params) if entry.get("input_argument") is not None else None
-    return constructor(entry, size)
+    """One resolved layer's constructor text, its sizes from its parameters' shapes as the JSON says: the input
+    size at input_weight_dim of its weight (or of the weight it shares), the weight_sizes; a container's holds
+    its branches' Sequentials."""
+    if "body" in entry:
+        return container_code(entry, params, entry_code)
+    sizes = {w["argument"]: sized(entry, params, w.get("parameter"), w.get("weight_dim"), w["argument"])
+             for w in weight_sizes(entry)}
+    size = None
+    if entry.get("input_argument") is not None:
+        k = shared_layer(entry)
+        owner = entry if k is None else {"index": k, "name": f"the layer it shares (layers.{k})", "path": f"layers.{k}"}
+        size = sized(owner, params, "weight", entry.get("input_weight_dim"), entry.get("input_argument"))
+    return constructor(entry, size, sizes)
 
 
 def module_code(layers, params, sync_batchnorm=False):
@@ -272,17 +312,17 @@ def module_code(layers, params, sync_batchnorm=False):
 
 
 def ties(layers, params):
-    """[(i, k)]: the top-level linear i whose weight is embedding k's (linear(tie=k))."""
+    """[(i, k)]: the top-level layer i whose weight is layer k's (linear(tie=k))."""
     found = []
     for entry in resolve(layers, final_classes(params)):
-        tie = entry["arguments"].get("tie", -1) if entry.get("name") == "linear" else -1
-        if isinstance(tie, int) and not isinstance(tie, bool) and 0 <= tie < entry["index"]:
-            found.append((entry["index"], tie))
+        k = shared_layer(entry)
+        if k is not None and 0 <= k < entry["index"]:
+            found.append((entry["index"], k))
     return found
 
 
 def sequential_code(layers, params, separator=", "):
-    """The model's constructor text: a torch.nn.Sequential, wrapped in tie_weights when a linear is tied."""
+    """The model's constructor text: a torch.nn.Sequential, wrapped in tie_weights when a layer shares a weight."""
     first = separator[1:] if separator.startswith(",\n") else ""  # one module per line: the first too
     code = "torch.nn.Sequential(" + first + separator.join(module_code(layers, params)) + ")"
     tied = ties(layers, params)
@@ -294,29 +334,29 @@ def build(torch, layers, params):
     return eval(sequential_code(layers, params), namespace(torch))
 
 
-def module(torch, entry, input_size=None):
+def module(torch, entry, input_size=None, sizes=None):
     """One resolved layer as a torch.nn module (for a caller that finds the input sizes itself)."""
-    return eval(constructor(entry, input_size), namespace(torch))
+    return eval(constructor(entry, input_size, sizes), namespace(torch))
 
 
 def probed_modules(torch, resolved, sample_shape):
-    """torch modules of a resolved list, each input size found by running a probe batch through the modules
-    before it (residual branches included): for callers without mpiddp's parameters."""
-    tokens = bool(resolved) and resolved[0].get("name") == "embedding"
+    """torch modules of a resolved list, each size found by running a probe batch through the modules before it
+    (residual branches included), at the sample dimensions the JSON names: for callers without mpiddp's
+    parameters."""
+    tokens = bool(resolved) and resolved[0].get("takes_tokens") is True
     modules, probe = [], torch.zeros((2,) + tuple(sample_shape), dtype=torch.long if tokens else torch.float32)
     for entry in resolved:
-        if entry.get("name") == "residual":
+        if "body" in entry:
+            own = namespace(torch)[entry["torch_module"].split(".")[1]]
             body = torch.nn.Sequential(*probed_modules(torch, branch(entry, "body"), probe.shape[1:]))
             shortcut = branch(entry, "shortcut")
             shortcut = torch.nn.Sequential(*probed_modules(torch, shortcut, probe.shape[1:])) if shortcut else None
-            modules.append(namespace(torch)["Residual"](body, shortcut))
-        elif entry.get("name") == "position_embedding":
-            modules.append(namespace(torch)["PositionEmbedding"](probe.shape[1], probe.shape[2]))
-        elif entry.get("name") == "causal_self_attention":
-            modules.append(namespace(torch)["CausalSelfAttention"](probe.shape[2], entry["arguments"]["num_heads"]))
+            modules.append(own(body, shortcut))
         else:
-            size = probe.shape[-1] if entry.get("name") == "linear" else probe.shape[1]
-            modules.append(module(torch, entry, size if entry.get("input_argument") else None))
+            sample = probe.shape[1:]
+            sizes = {w["argument"]: int(sample[w["sample_dim"]]) for w in weight_sizes(entry)}
+            size = int(sample[entry.get("input_sample_dim", 0)]) if entry.get("input_argument") else None
+            modules.append(module(torch, entry, size, sizes))
         probe = modules[-1](probe)
     return modules
 

@@ -9,7 +9,8 @@
 
 namespace mpiddp {
 
-LayerArguments::LayerArguments(const LayerCall& call, const LayerSpec& spec, bool last, std::size_t outputs) {
+LayerArguments::LayerArguments(const LayerCall& call, const LayerSpec& spec, bool last, std::size_t outputs)
+    : spec_(spec) {
   for (auto& [key, value] : resolve_arguments(call, spec, last, outputs)) values_[key] = value;
 }
 
@@ -50,8 +51,11 @@ bool LayerArguments::boolean(const std::string& name) const {
   return value == "true";
 }
 
-const std::string& LayerArguments::word(const std::string& name, const std::vector<std::string>& allowed) const {
+const std::string& LayerArguments::word(const std::string& name) const {
   const std::string& value = text(name);
+  std::vector<std::string> allowed;
+  for (const LayerArgumentSpec& a : spec_.arguments)
+    if (a.name == name) allowed = a.choices;
   std::string choices;
   for (const std::string& choice : allowed) {
     if (choice == value) return value;

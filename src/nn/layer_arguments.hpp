@@ -23,12 +23,13 @@ class LayerArguments {
 
   // true or false (the table's type "bool").
   bool boolean(const std::string& name) const;
-  // One of `allowed` (the table's type "word").
-  const std::string& word(const std::string& name, const std::vector<std::string>& allowed) const;
+  // One of the table's choices (its type "word").
+  const std::string& word(const std::string& name) const;
 
  private:
   const std::string& text(const std::string& name) const;
   std::map<std::string, std::string> values_;
+  const LayerSpec& spec_;
 };
 
 }  // namespace mpiddp

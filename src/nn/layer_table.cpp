@@ -16,18 +16,21 @@ const std::vector<LayerSpec>& layer_table() {
       {"batchnorm2d", "BatchNorm2d", {{"eps", "1e-05", "float"}, {"momentum", "0.1", "float"}}, "num_features", 0},
       // nanoGPT's module (mpiddp_tools.torch_layers defines it for PyTorch)
       {"causal_self_attention", "mpiddp_tools.CausalSelfAttention",
-                                     {{"num_heads", "", "int"}, {"dropout", "0", "float"}}, "", -1},
+                                     {{"num_heads", "", "int"}, {"dropout", "0", "float"}}, "", -1,
+                                     {{"n_embd", "c_attn.weight", 1, 1}}},
       {"conv2d",      "Conv2d",      {{"out_channels", "", "int"}, {"kernel_size", "", "int"},
                                       {"stride", "1", "int"}, {"padding", "0", "int"}}, "in_channels", 1},
       {"dropout",     "Dropout",     {{"p", "0.5", "float"}}, "", -1},
-      {"embedding",   "Embedding",   {{"num_embeddings", "", "int"}, {"embedding_dim", "", "int"}}, "", -1},
+      {"embedding",   "Embedding",   {{"num_embeddings", "", "int"}, {"embedding_dim", "", "int"}}, "", -1, {}, 0,
+                                     true},
       {"flatten",     "Flatten",     {}, "", -1},
-      {"gelu",        "GELU",        {{"approximate", "none", "word"}}, "", -1},
-      {"layernorm",   "LayerNorm",   {{"eps", "1e-05", "float"}}, "normalized_shape", 0},
+      {"gelu",        "GELU",        {{"approximate", "none", "word", {"none", "tanh"}}}, "", -1},
+      {"layernorm",   "LayerNorm",   {{"eps", "1e-05", "float"}}, "normalized_shape", 0, {}, -1},
       {"linear",      "Linear",      {{"out_features", "=classes", "int"}, {"bias", "true", "bool"},
-                                      {"tie", "-1", "int"}}, "in_features", 1},
+                                      {"tie", "-1", "int", {}, false}}, "in_features", 1, {}, -1},
       {"maxpool2d",   "MaxPool2d",   {{"kernel_size", "", "int"}, {"stride", "=kernel_size", "int"}}, "", -1},
-      {"position_embedding", "mpiddp_tools.PositionEmbedding", {}, "", -1},
+      {"position_embedding", "mpiddp_tools.PositionEmbedding", {}, "", -1,
+                                     {{"positions", "weight", 0, 0}, {"width", "weight", 1, 1}}},
       {"relu",        "ReLU",        {}, "", -1},
       // y = f(x) + x or f(x) + g(x): its inside is layer lists, not arguments.
       {"residual",    "mpiddp_tools.Residual", {}, "", -1},
@@ -109,6 +112,16 @@ std::vector<std::pair<std::string, std::string>> resolve_arguments(const LayerCa
 
 namespace {
 
+// linear(tie=K) as the builder builds it: no bias, the weight layers.K.weight.
+void share_tied_weight(ResolvedLayer& layer) {
+  if (layer.spec->name != "linear") return;
+  for (auto& [key, value] : layer.arguments)
+    if (key == "tie" && value.rfind("-", 0) != 0) layer.shared_weight = "layers." + value + ".weight";
+  if (layer.shared_weight.empty()) return;
+  for (auto& [key, value] : layer.arguments)
+    if (key == "bias") value = "false";
+}
+
 // `prefix`: "layers", or a residual branch's "layers.3.body"; `branch`: "" for
 // the model's list (only its last layer takes the outputs), else "body" or "shortcut".
 std::vector<ResolvedLayer> resolve_calls(const std::vector<LayerCall>& calls, std::size_t outputs,
@@ -126,20 +139,42 @@ std::vector<ResolvedLayer> resolve_calls(const std::vector<LayerCall>& calls, st
       const std::string path = prefix + "." + std::to_string(i);
       if (is_container(calls[i].name)) {
         const std::vector<std::string> branches = split_branches(calls[i].nested);
-        ResolvedLayer layer{i, spec, {}, path, {}, {}};
+        ResolvedLayer layer{i, spec, {}, path, "", {}, {}};
         layer.body = resolve_calls(parse_layer_list(branches[0], "body"), outputs, path + ".body", "body");
         if (branches.size() > 1)
           layer.shortcut = resolve_calls(parse_layer_list(branches[1], "shortcut"), outputs, path + ".shortcut", "shortcut");
         layers.push_back(std::move(layer));
       } else {
         layers.push_back({i, spec, resolve_arguments(calls[i], *spec, top && i + 1 == calls.size(), outputs), path,
-                          {}, {}});
+                          "", {}, {}});
+        share_tied_weight(layers.back());
       }
     } catch (const LayerError& e) {
       throw LayerError(list_position(branch, i) + " '" + calls[i].text + "': " + e.what());
     }
   }
   return layers;
+}
+
+// What the Python tools need besides the arguments to build the torch module:
+// where its sizes come from, and which arguments are not torch's.
+void describe_torch_sizes(const LayerSpec& spec, Json& entry) {
+  entry["input_argument"] = spec.input_argument.empty() ? Json() : Json(spec.input_argument);
+  entry["input_weight_dim"] = spec.input_weight_dim;
+  entry["input_sample_dim"] = spec.input_sample_dim;
+  entry["takes_tokens"] = spec.takes_tokens;
+  entry["weight_sizes"] = Json::array();
+  for (const WeightSize& w : spec.weight_sizes) {
+    Json size;
+    size["argument"] = w.argument;
+    size["parameter"] = w.parameter;
+    size["weight_dim"] = w.weight_dim;
+    size["sample_dim"] = w.sample_dim;
+    entry["weight_sizes"].push_back(size);
+  }
+  entry["not_torch"] = Json::array();
+  for (const LayerArgumentSpec& a : spec.arguments)
+    if (!a.torch) entry["not_torch"].push_back(a.name);
 }
 
 Json resolved_json(const std::vector<ResolvedLayer>& layers) {
@@ -160,8 +195,8 @@ Json resolved_json(const std::vector<ResolvedLayer>& layers) {
       else if (type == "bool") entry["arguments"][key] = value == "true";
       else entry["arguments"][key] = std::stod(value);
     }
-    entry["input_argument"] = layer.spec->input_argument.empty() ? Json() : Json(layer.spec->input_argument);
-    entry["input_weight_dim"] = layer.spec->input_weight_dim;
+    describe_torch_sizes(*layer.spec, entry);
+    if (!layer.shared_weight.empty()) entry["shared_weight"] = layer.shared_weight;
     if (is_container(layer.spec->name)) {
       entry["body"] = resolved_json(layer.body);
       entry["shortcut"] = resolved_json(layer.shortcut);
@@ -190,10 +225,11 @@ std::string layer_table_json() {
       argument["type"] = a.type;
       argument["required"] = a.fallback.empty();
       argument["default"] = a.fallback.empty() ? Json() : Json(a.fallback);
+      argument["torch"] = a.torch;
+      if (a.type == "word") argument["choices"] = a.choices;
       entry["arguments"].push_back(argument);
     }
-    entry["input_argument"] = spec.input_argument.empty() ? Json() : Json(spec.input_argument);
-    entry["input_weight_dim"] = spec.input_weight_dim;
+    describe_torch_sizes(spec, entry);
     table.push_back(entry);
   }
   return json_line(table);

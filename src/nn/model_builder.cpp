@@ -78,7 +78,7 @@ std::unique_ptr<Layer> make_layernorm(LayerArguments& a, const LayerContext&) {
 }
 
 std::unique_ptr<Layer> make_gelu(LayerArguments& a, const LayerContext&) {
-  const bool tanh = a.word("approximate", {"none", "tanh"}) == "tanh";
+  const bool tanh = a.word("approximate") == "tanh";
   return std::make_unique<Activation>(tanh ? ActivationKind::gelu_tanh : ActivationKind::gelu);
 }
 

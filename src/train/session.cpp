@@ -1,7 +1,5 @@
 #include "mpiddp/train/session.hpp"
 
-#include "mpiddp/nn/embedding.hpp"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -105,7 +103,8 @@ void check_token_input(const Config& config, bool tokens, std::size_t vocab) {
     throw InputError("model.layers: layer 1 (layers.0) " + layers[0]->kind() + ": data.context = " +
                      std::to_string(config.data.context) +
                      " reads token ids, which only embedding(V, D) takes as the first layer");
-  if (const auto* embedding = dynamic_cast<const Embedding*>(layers[0].get()); tokens && embedding->entries() < vocab)
+  if (const auto* embedding = dynamic_cast<const Embedding*>(layers[0].get());
+      tokens && embedding && embedding->entries() < vocab)
     throw InputError("model.layers: layer 1 (layers.0) Embedding: num_embeddings " +
                      std::to_string(embedding->entries()) + " is below the vocabulary size " + std::to_string(vocab) +
                      " of " + config.data.train);
@@ -149,11 +148,9 @@ void TrainingSession::open_data(int ranks_on_node) {
       // A declared num_classes below 2 was refused when the shard was opened.
       const int declared = train_data->declared_classes();
       if (test_data && test_data->declared_classes() > 0 && declared > 0 && test_data->declared_classes() != declared)
-        throw InputError(config.data.test + ": num_classes " + std::to_string(test_data->declared_classes()) +
-                         ", but " + config.data.train + " has " + std::to_string(declared));
-      if (test_data && train_data->holds_tokens() && test_data->declared_classes() != declared)
-        throw InputError(config.data.test + ": vocab_size " + std::to_string(test_data->declared_classes()) +
-                         ", but " + config.data.train + " has " + std::to_string(declared));
+        throw InputError(config.data.test + (train_data->holds_tokens() ? ": vocab_size " : ": num_classes ") +
+                         std::to_string(test_data->declared_classes()) + ", but " + config.data.train + " has " +
+                         std::to_string(declared));
       const int classes = config.model.classes > 0 ? config.model.classes : declared;
       if (classes == 0)
         throw InputError(config.data.train + ": the shards carry no num_classes attribute; set model.classes");

@@ -15,7 +15,8 @@
 #        at least two of them; one alone may be a setting's key (to_torch reads
 #        model.dropout), and a layer list written as a setting's value
 #        ("conv2d(16,3) relu ...", gpu_check.py) is one longer literal, so data, not
-#        a parser. Argument-less layers (relu, ...) do not count: model.activation
+#        a parser. Argument-less layers (relu, ...) and the layers whose names are
+#        model.activation's values (relu, gelu, tanh) do not count: model.activation
 #        names them for the MLP;
 #     3. a string literal that, as a regular expression, matches a layer call
 #        (NAME(1,2,x=3) or NAME(1) for any NAME of the table) but neither of two
@@ -43,7 +44,9 @@ table, root = json.load(open(sys.argv[1])), sys.argv[2]
 if not table:
     print("FAIL: the layer table is empty")
     sys.exit(1)
-words = {l["name"] for l in table if l["arguments"] or l["input_argument"]}
+# Layer names that are also model.activation's values (relu, gelu, tanh) name the MLP's activation there.
+activations = {"relu", "gelu", "tanh"}
+words = {l["name"] for l in table if (l["arguments"] or l["input_argument"]) and l["name"] not in activations}
 words |= {a["name"] for l in table for a in l["arguments"] if "_" in a["name"]}
 words |= {l["input_argument"] for l in table if l["input_argument"] and "_" in l["input_argument"]}
 calls = [f"{l['name']}(1,2,x=3)" for l in table] + [f"{l['name']}(1)" for l in table]
@@ -123,9 +126,21 @@ sys.path.insert(0, os.path.join(root, "python"))
 from mpiddp_tools import torch_layers  # noqa: E402
 IN, CLASSES = 5, 6  # every layer's input size here; what a bare final linear gets
 
-def value(kind, position):
-    """Distinct, valid for every layer today: ints 4, 3, 2, 1; floats 0.25, 0.125, ..."""
-    return {"int": max(4 - position, 1), "float": 0.25 / 2 ** position}.get(kind)
+def value(argument, position):
+    """Distinct, valid for every layer today: ints 4, 3, 2, 1; floats 0.25, 0.125, ...; bools False (the
+    non-default); a word its last choice. Two arguments have one valid test value: linear's tie (-1: none; an
+    embedding to tie to is test_sequence_layers' business) and attention's dropout (only 0 is implemented)."""
+    if argument["name"] == "tie":
+        return -1
+    if argument["name"] == "dropout" and argument["type"] == "float" and argument.get("default") == "0":
+        return 0.0
+    if argument["type"] == "word":
+        return (argument.get("choices") or [None])[-1]
+    return {"int": max(4 - position, 1), "float": 0.25 / 2 ** position, "bool": False}.get(argument["type"])
+
+# The modules mpiddp_tools defines (no torch.nn counterpart), built here from their own constructors.
+OWN = "mpiddp_tools."
+HEADS_WIDTH = 8  # causal_self_attention's width here: its heads (4, the first int) divide it
 
 def resolve(text):
     done = subprocess.run([os.environ["MPIDDP"], "inspect", "layers", "--list=" + text, "--classes", str(CLASSES),
@@ -137,8 +152,16 @@ def resolve(text):
 def reference(entry):
     """The module the JSON describes, built here by keyword."""
     prefix = "torch.nn."
+    if entry["torch_module"].startswith(OWN):
+        own = torch_layers.namespace(torch)[entry["torch_module"][len(OWN):]]
+        if entry["name"] == "residual":
+            return own(torch.nn.Sequential(*[reference(e) for e in entry["body"]]),
+                       torch.nn.Sequential(*[reference(e) for e in entry["shortcut"]]) if entry["shortcut"] else None)
+        if entry["name"] == "causal_self_attention":
+            return own(HEADS_WIDTH, **entry["arguments"])
+        return own(IN, IN)  # position_embedding: a [T, D] table
     assert entry["torch_module"].startswith(prefix), entry["torch_module"]
-    kwargs = dict(entry["arguments"])
+    kwargs = {k: v for k, v in entry["arguments"].items() if k != "tie"}  # tie: mpiddp's wiring, not torch's
     if entry["input_argument"]:
         kwargs[entry["input_argument"]] = IN
     return getattr(torch.nn, entry["torch_module"][len(prefix):])(**kwargs)
@@ -186,8 +209,16 @@ def check(label, text, written=None):
             problems.append(f"{name}: {type(built).__name__}, not {entry['torch_module']}")
             continue
         for key, expected in entry["arguments"].items():
+            if key == "tie" or entry["torch_module"].startswith(OWN):
+                continue  # their sizes and repr are compared below
+            if key == "bias" and isinstance(expected, bool):
+                if (built.bias is not None) != expected:
+                    problems.append(f"{name}: bias is {built.bias is not None}, the JSON says {expected}")
+                continue
             if not hasattr(built, key) or not same(getattr(built, key), expected):
                 problems.append(f"{name}: {key} is {getattr(built, key, 'missing')}, the JSON says {expected}")
+        if name == "causal_self_attention" and built.n_head != entry["arguments"]["num_heads"]:
+            problems.append(f"{name}: n_head {built.n_head}, the JSON says {entry['arguments']['num_heads']}")
         size = getattr(built, entry["input_argument"], None) if entry["input_argument"] else None
         if isinstance(size, tuple) and len(size) == 1:
             size = size[0]  # LayerNorm keeps normalized_shape as a tuple
@@ -210,19 +241,22 @@ def report(label, problems):
 everything = []
 for layer in table:
     name, arguments = layer["name"], layer["arguments"]
-    values = [value(a["type"], position) for position, a in enumerate(arguments)]
+    values = [value(a, position) for position, a in enumerate(arguments)]
     untyped = [f"{a['name']} ({a['type']})" for a, v in zip(arguments, values) if v is None]
     if untyped:
         report(name, [f"cannot cover: no test value for argument {', '.join(untyped)}; extend value() in this test"])
         continue
     required = ",".join(f"{a['name']}={v}" for a, v in zip(arguments, values) if a["required"])
     text = f"{name}({required})" if required else name
+    if name == "residual":  # a container: its inside is a layer list (one with an argument, one without)
+        text = "residual(linear(4) ; relu)"
     report(f"{name}: {text} (defaults filled by mpiddp)", check(name, text))
     if arguments:
-        text = f"{name}({','.join(map(repr, values))})"
+        text = f"{name}({','.join(str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, str) else repr(v) for v in values)})"
         report(f"{name}: {text} (every argument positional)", check(name, text, {0: values}))
-    everything.append(f"{name}(" + ",".join(f"{a['name']}={v!r}" for a, v in zip(arguments, values)) + ")"
-                      if arguments else name)
+    written = lambda v: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, str) else repr(v)
+    everything.append(f"{name}(" + ",".join(f"{a['name']}={written(v)}" for a, v in zip(arguments, values)) + ")"
+                      if arguments else text)
 text = " ".join(everything)
 report(f"all {len(table)} layers in one list: {text}", check("all", text))
 
@@ -243,7 +277,8 @@ crafted = [("a module outside torch.nn", {"torch_module": "os.system", "argument
            ("a keyword with code", {"torch_module": "torch.nn.Dropout", "arguments": {"p=0,x=__import__('os')": 1}}),
            ("a text value", {"torch_module": "torch.nn.Dropout", "arguments": {"p": "__import__('os')"}}),
            ("a nan value", {"torch_module": "torch.nn.Dropout", "arguments": {"p": math.nan}}),
-           ("a bool value", {"torch_module": "torch.nn.Dropout", "arguments": {"inplace": True}})]
+           ("a word with code", {"torch_module": "torch.nn.GELU", "arguments": {"approximate": "tanh')+__import__('os"}}),
+           ("a list value", {"torch_module": "torch.nn.Dropout", "arguments": {"inplace": [True]}})]
 for what, fields in crafted:
     try:
         code = torch_layers.constructor({**entry, **fields})

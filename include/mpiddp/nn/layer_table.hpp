@@ -15,7 +15,19 @@ struct LayerArgumentSpec {
   std::string name;      // PyTorch's
   std::string fallback;  // as a list would write it; "" = required; "=NAME": that argument's value;
                          // "=classes": the model's outputs (classes or targets), for the last layer only
-  std::string type;      // "int", "float", "bool" (true or false) or "word" (one of the layer's fixed names: approximate=tanh)
+  std::string type;      // "int", "float", "bool" (true or false) or "word" (one of `choices`: approximate=tanh)
+  std::vector<std::string> choices = {};  // a word's allowed values
+  bool torch = true;                      // false: mpiddp's own (tie), not the torch constructor's
+};
+
+// A torch constructor argument read from a parameter's shape (PositionEmbedding's
+// positions and width, CausalSelfAttention's n_embd), or from the shape of a
+// sample at the layer's input (its dimension `sample_dim`).
+struct WeightSize {
+  std::string argument;   // the constructor's
+  std::string parameter;  // its suffix after the layer's prefix: "weight", "c_attn.weight"
+  int weight_dim;
+  int sample_dim;
 };
 
 struct LayerSpec {
@@ -27,6 +39,9 @@ struct LayerSpec {
   // does dimension `input_weight_dim` of the layer's weight. "" / -1: none.
   std::string input_argument;
   int input_weight_dim = -1;
+  std::vector<WeightSize> weight_sizes = {};
+  int input_sample_dim = 0;   // which dimension of its input sample the input size is: 0, or -1 (the last)
+  bool takes_tokens = false;  // its input is token ids (embedding)
 };
 
 // "torch.nn.Linear", or the dotted name as it is ("mpiddp_tools.Residual").
@@ -43,6 +58,7 @@ struct ResolvedLayer {
   const LayerSpec* spec = nullptr;
   std::vector<std::pair<std::string, std::string>> arguments;  // positional order
   std::string path;                                            // its parameters' prefix: layers.3.body.0
+  std::string shared_weight;                                   // linear(tie=K): "layers.K.weight"
   std::vector<ResolvedLayer> body, shortcut;                   // a residual's branches
 };
 struct LayerCall;
