@@ -77,8 +77,11 @@ def split_state(torch, obj, path):
     # names; mpiddp stores it once, under the first (the embedding's).
     seen, obj = set(), dict(obj)
     for key in list(obj):
-        storage = (obj[key].data_ptr(), tuple(obj[key].shape), tuple(obj[key].stride()))
-        if obj[key].numel() and storage in seen:
+        tensor = obj[key]
+        if tensor.layout != torch.strided or not tensor.numel():
+            continue  # sparse and other layouts are refused below, with their own line
+        storage = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+        if storage in seen:
             del obj[key]
         seen.add(storage)
     params = {k: v for k, v in obj.items() if not k.endswith(BUFFER_SUFFIXES)}

@@ -251,6 +251,8 @@ def sized(entry, params, parameter, dim, what):
     if not isinstance(parameter, str) or not re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", parameter):
         raise LayerListError(f"{where(entry)}: parameter {parameter!r} is not a parameter name")
     name = f"{path(entry)}.{parameter}"
+    if name not in params:
+        raise LayerListError(f"{where(entry)}: no parameter {name}")
     shape = tuple(getattr(params.get(name), "shape", ()))
     if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < len(shape):
         raise LayerListError(f"{where(entry)}: {name} is {'x'.join(map(str, shape)) or 'missing'}, with no "

@@ -91,7 +91,12 @@ void check_token_input(const Config& config, bool tokens, std::size_t vocab) {
     if (tokens) throw InputError("data.context reads token ids: set model.layers, starting with embedding(V, D)");
     return;
   }
-  const auto layers = build_layers(config.model.layers, 1, false);
+  std::vector<std::unique_ptr<Layer>> layers;
+  try {
+    layers = build_layers(config.model.layers, 1, false);
+  } catch (const LayerError& e) {
+    throw InputError(std::string("model.layers: ") + e.what());  // as build_model says it
+  }
   for (std::size_t i = 1; i < layers.size(); ++i)
     if (layers[i]->takes_tokens())
       throw InputError("model.layers: " + layer_position(i) + " " + layers[i]->kind() +

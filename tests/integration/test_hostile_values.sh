@@ -148,7 +148,7 @@ expect_input_error bench-mlp-huge 2 "bench mlp: 784 features" bench mlp --batch 
 
 # ---- messages ----
 # One prefix everywhere.
-expect_input_error shard-prefix 1 "--format must be idx or csv" shard --format parquet --out "$WORK/x"
+expect_input_error shard-prefix 1 "--format must be idx, csv, bytes or llmc" shard --format parquet --out "$WORK/x"
 expect_input_error inspect-prefix 1 "unknown inspect target" inspect nothing
 ! grep -h "mpiddp shard: error\|mpiddp inspect: error" "$WORK"/*.out >/dev/null && pass "no old error prefixes" || fail "an old error prefix"
 # Raw bytes of a bad file never reach the terminal.
