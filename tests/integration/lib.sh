@@ -230,6 +230,19 @@ make_image_shards() {
   "$MPIDDP" shard --format csv --input "$1.csv" --out "$1" --shards "$4" >/dev/null
 }
 
+# make_word_text DIR: DIR/train.txt (16,000 bytes) and DIR/test.txt (3,000 bytes) of
+# words drawn with a fixed seed from a short list: text that a tiny GPT learns in seconds.
+make_word_text() {
+  "$PYTHON" - "$1" <<'PY'
+import random, sys
+rng = random.Random(7)
+words = "in the beginning was the word and the word was with light over the deep waters".split()
+text = " ".join(rng.choice(words) for _ in range(4000)) + "\n"
+open(sys.argv[1] + "/train.txt", "w").write(text[:16000])
+open(sys.argv[1] + "/test.txt", "w").write(text[16000:19000])
+PY
+}
+
 # write_ini FILE section.key=value...: an input file, one [section] per key prefix,
 # sections in order of first use.
 write_ini() {

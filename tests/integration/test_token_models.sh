@@ -9,14 +9,7 @@ require_python_modules h5py numpy torch
 SCRIPTS=$MPIDDP_SOURCE_DIR/scripts
 
 # ---- byte shards: a seeded text of words ----
-"$PYTHON" - "$WORK" <<'PY'
-import random, sys
-rng = random.Random(7)
-words = "in the beginning was the word and the word was with light over the deep waters".split()
-text = " ".join(rng.choice(words) for _ in range(4000)) + "\n"
-open(sys.argv[1] + "/train.txt", "w").write(text[:16000])
-open(sys.argv[1] + "/test.txt", "w").write(text[16000:19000])
-PY
+make_word_text "$WORK"
 "$MPIDDP" shard --format bytes --input "$WORK/train.txt" --out "$WORK/train" --shards 2 > "$WORK/shard.log" \
   && grep -q "wrote 16000 tokens (vocabulary 256) into 2 shard(s)" "$WORK/shard.log" \
   && pass "byte shards: $(cat "$WORK/shard.log")" || fail "shard --format bytes: $(cat "$WORK/shard.log")"
