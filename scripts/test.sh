@@ -25,17 +25,20 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B build "${launcher[@]}"
 cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure)
+# ctest runs two tests at a time (JOBS): most of a test's time is mpirun and Python
+# start-up and ranks waiting on each other, so two overlap well on two cores; the
+# tests hold no clocks, and the two Slurm tests run alone (RUN_SERIAL).
+(cd build && ctest --output-on-failure -j"$jobs")
 if build/mpiddp inspect devices | grep -q "CUDA yes"; then
   echo "=== the default build has the GPU path: now the CPU-only build ==="
   cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF "${launcher[@]}"
   cmake --build build-cpu -j"$jobs"
-  (cd build-cpu && ctest --output-on-failure -L "unit|mpi" && \
-     ctest --output-on-failure -R "test_train_small|test_device_selection|gpu_training")
+  (cd build-cpu && ctest --output-on-failure -j"$jobs" -L "unit|mpi" && \
+     ctest --output-on-failure -j"$jobs" -R "test_train_small|test_device_selection|gpu_training")
 fi
 echo "=== the sanitizer build (address,undefined, CPU only) ==="
 cmake -S . -B build-asan -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "${launcher[@]}"
 cmake --build build-asan -j"$jobs"
-(cd build-asan && ctest --output-on-failure -L "unit|mpi" && \
-   ctest --output-on-failure -R "^(test_train_small|test_bad_inputs)$")
+(cd build-asan && ctest --output-on-failure -j"$jobs" -L "unit|mpi" && \
+   ctest --output-on-failure -j"$jobs" -R "^(test_train_small|test_bad_inputs)$")
