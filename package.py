@@ -26,6 +26,7 @@ class Mpiddp(CMakePackage, CudaPackage):
 
     variant("nccl", default=True, when="+cuda", description="NCCL all-reduce between GPUs")
     variant("cudnn", default=True, when="+cuda", description="cuDNN convolutions (conv2d layers on the GPU)")
+    variant("onednn", default=True, description="oneDNN sgemm for the CPU's matrix products (train.cpu_kernels)")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -45,6 +46,8 @@ class Mpiddp(CMakePackage, CudaPackage):
     # Opened at run time (dlopen); the build needs its headers and records its
     # library folder, so the installed mpiddp finds this cuDNN without a module.
     depends_on("cudnn", when="+cudnn")
+    # OpenMP runtime: mpiddp sets oneDNN's threads per rank with omp_set_num_threads.
+    depends_on("onednn cpu_runtime=omp", when="+onednn")
     conflicts("cuda_arch=none", when="+cuda", msg="name the GPU generation, e.g. cuda_arch=90")
 
     def cmake_args(self):
@@ -53,6 +56,7 @@ class Mpiddp(CMakePackage, CudaPackage):
         args = [
             self.define("MPIDDP_BUILD_TESTS", self.run_tests),
             self.define_from_variant("MPIDDP_ENABLE_CUDA", "cuda"),
+            self.define_from_variant("MPIDDP_ENABLE_ONEDNN", "onednn"),
             # OpenBLAS gets per-rank thread control; any other BLAS is found generically.
             self.define("BLA_VENDOR", "OpenBLAS" if blas.name == "openblas" else "All"),
         ]

@@ -2,7 +2,7 @@
 # Installs every Debian package mpiddp needs to build, run and test (as root).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-# Toolchain (scripts/test.sh builds with Ninja and ccache), MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, zlib, nlohmann-json,
+# Toolchain (scripts/test.sh builds with Ninja and ccache), MPI, HDF5 (+h5dump), Boost.Program_options, OpenBLAS, oneDNN, zlib, nlohmann-json,
 # Catch2, the Fashion-MNIST package, the Python modules the scripts and tests use
 # (h5py, numpy, torch for cross-checks and scripts/to-torch, matplotlib for scripts/plot), and
 # Slurm + munge + iproute2 for the `slurm` tests (one-node and 3-node clusters in network namespaces).
@@ -11,7 +11,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libboost-program-options-dev
-  libopenblas-dev zlib1g-dev
+  libopenblas-dev libdnnl-dev zlib1g-dev
   nlohmann-json3-dev
   catch2
   dataset-fashion-mnist bible-kjv bible-kjv-text

@@ -3,8 +3,9 @@
 #  1. the default build in build/ (with the GPU path when nvcc and NCCL are found),
 #     and its whole test suite; tests that need a GPU report "Skipped" and why;
 #  2. when that build has the GPU path, also the CPU-only build in build-cpu/
-#     (MPIDDP_ENABLE_CUDA=OFF), with its unit, MPI and device-selection tests, so
-#     both builds are known to compile and work;
+#     (MPIDDP_ENABLE_CUDA=OFF, and without oneDNN: OpenBLAS runs every product),
+#     with its unit, MPI and device-selection tests, so both builds are known to
+#     compile and work;
 #  3. the sanitizer build in build-asan/ (CPU only, AddressSanitizer, LeakSanitizer
 #     and UBSan, see tests/sanitizers/) with its unit and MPI tests and the short
 #     integration tests; any sanitizer report fails it.
@@ -31,7 +32,7 @@ cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
 if build/mpiddp inspect devices | grep -q "CUDA yes"; then
   echo "=== the default build has the GPU path: now the CPU-only build ==="
-  cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF "${launcher[@]}"
+  cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_ENABLE_ONEDNN=OFF "${launcher[@]}"
   cmake --build build-cpu -j"$jobs"
   (cd build-cpu && ctest --output-on-failure -j"$jobs" -L "unit|mpi" && \
      ctest --output-on-failure -j"$jobs" -R "test_train_small|test_device_selection|gpu_training")

@@ -22,6 +22,7 @@ CMAKE_TO_SPACK = {
     "CUDAToolkit": "cuda",
     "nccl": "nccl",
     "cudnn": "cudnn",
+    "dnnl": "onednn",
 }
 PROVIDED_BY_THE_SYSTEM = {"Threads"}  # the C library, no Spack package
 IMPLIED_BY_SPACK = {"c", "cxx", "cmake", "cuda"}  # compilers, build tool, CudaPackage's own cuda
@@ -36,7 +37,7 @@ def cmake_dependencies(source):
             if name == "CMakeLists.txt" or name.endswith(".cmake"):
                 text = open(os.path.join(root, name)).read()
                 found |= set(re.findall(r"find_package\(\s*([A-Za-z0-9_]+)", text))
-                found |= {m.lower() for m in re.findall(r"find_library\([A-Za-z0-9_]+\s+(nccl|cudnn)\b", text, re.I)}
+                found |= {m.lower() for m in re.findall(r"find_library\([A-Za-z0-9_]+\s+(?:NAMES\s+)?(nccl|cudnn|dnnl)\b", text, re.I)}
     return found - PROVIDED_BY_THE_SYSTEM
 
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "device/onednn_gemm.hpp"
 #include "mpiddp/common/simd.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 
 namespace mpiddp::cpu {
 
@@ -12,7 +14,7 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, in
   // Seed y with the bias (if any) so one GEMM with beta = 1 does the rest.
   if (b)
     for (int r = 0; r < n; ++r) std::copy(b, b + out, y + static_cast<std::size_t>(r) * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
+  sgemm(false, true, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
 namespace {
@@ -27,7 +29,7 @@ void add_column_sums(const float* __restrict dy, float* __restrict db, int n, in
 
 void linear_backward_params(const float* x, const float* dy, float* dw, float* db, int n, int in, int out,
                             bool accumulate) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
+  sgemm(true, false, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
               dw, in);
   if (!db) return;  // a layer without bias
   if (!accumulate) std::fill(db, db + out, 0.0f);
@@ -35,7 +37,7 @@ void linear_backward_params(const float* x, const float* dy, float* dw, float* d
 }
 
 void linear_backward_input(const float* dy, const float* w, float* dx, int n, int in, int out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+  sgemm(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
 MPIDDP_VECTOR_CLONES
@@ -44,9 +46,14 @@ void scale(float* data, std::size_t count, float factor) {
 }
 
 #ifdef MPIDDP_HAVE_OPENBLAS_THREADS
-void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+  onednn::set_threads(threads);
+}
 #else
-void set_blas_threads(int) {}  // this BLAS reads its thread count from the environment
+void set_blas_threads(int threads) {  // this BLAS reads its thread count from the environment
+  onednn::set_threads(threads);
+}
 #endif
 
 }  // namespace mpiddp::cpu

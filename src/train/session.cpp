@@ -9,6 +9,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/elastic.hpp"
@@ -75,6 +76,7 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
   check_same_settings(comm, config, resume);
   blas_threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(blas_threads);
+  agree_or_fail(comm, [&] { cpu::use_gemm_library(config.train.cpu_kernels); });
   open_data(group.local_size());
   compute = setup_compute(config, group);
   build_model();
@@ -287,9 +289,12 @@ void TrainingSession::print_banner() const {
   if (!root) return;
   std::printf("mpiddp %s: train %s\n", MPIDDP_VERSION, config.source.empty() ? "(defaults)" : config.source.c_str());
   if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
-  std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank\n",
+  const bool onednn = cpu::gemm_library() == CpuKernels::onednn;
+  std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank, "
+              "CPU matrix products: %s%s\n",
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
-              compute.transport->name().c_str(), blas_threads);
+              compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
+              onednn ? cpu::onednn_version().c_str() : "");
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {
     std::printf("  rank %d: host %s, local rank %d of %d", p.rank, p.host, p.local_rank, p.local_size);

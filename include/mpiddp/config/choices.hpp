@@ -29,6 +29,14 @@ struct ChoiceNames<DataTask> {
       {{DataTask::classification, "classification"}, {DataTask::regression, "regression"}}};
 };
 
+// train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp).
+enum class CpuKernels { automatic, onednn, openblas };
+template <>
+struct ChoiceNames<CpuKernels> {
+  static constexpr std::array<NamedChoice<CpuKernels>, 3> table{
+      {{CpuKernels::automatic, "auto"}, {CpuKernels::onednn, "onednn"}, {CpuKernels::openblas, "openblas"}}};
+};
+
 // A transform of data.augment (the list and crop's padding are parsed in config.cpp).
 enum class AugmentKind { hflip, crop };
 template <>

@@ -60,6 +60,7 @@ struct TrainConfig {
   int trace_steps = 0;               // steps traced to <run.dir>/trace/ after the warm-up, 0 = off
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
+  CpuKernels cpu_kernels = CpuKernels::automatic;  // the CPU's matrix products: oneDNN where built, else OpenBLAS
   DeviceChoice device = DeviceChoice::automatic;  // auto: a usable GPU, else the CPU
   Precision precision = Precision::fp32;  // tf32, bf16: cuda only
   bool share_device = false;         // allow more ranks than GPUs on a node (dist.backend = mpi)

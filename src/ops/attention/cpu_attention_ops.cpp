@@ -1,7 +1,7 @@
 // Attention on the CPU: per sample and head, the products through BLAS
 // (strided views of qkv, no copies) and the causal softmax in a row loop whose
 // sums run in a fixed order.
-#include <cblas.h>
+#include "mpiddp/device/cpu_gemm.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,9 +24,9 @@ class CpuAttentionOps final : public AttentionOps {
       for (int h = 0; h < g.heads; ++h) {
         float* p = probs + (static_cast<std::size_t>(s) * g.heads + h) * t * t;
         const float *q = base + h * hd, *k = base + d + h * hd, *v = base + 2 * d + h * hd;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, hd, scale, q, ld, k, ld, 0.0f, p, t);
+        cpu::sgemm(false, true, t, t, hd, scale, q, ld, k, ld, 0.0f, p, t);
         for (int i = 0; i < t; ++i) ew::causal_softmax_row(p + static_cast<std::size_t>(i) * t, i + 1, t);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, t, 1.0f, p, t, v, ld, 0.0f,
+        cpu::sgemm(false, false, t, hd, t, 1.0f, p, t, v, ld, 0.0f,
                     y + static_cast<std::size_t>(s) * t * d + h * hd, d);
       }
     }
@@ -47,14 +47,14 @@ class CpuAttentionOps final : public AttentionOps {
         const float *q = base + h * hd, *k = base + d + h * hd, *v = base + 2 * d + h * hd;
         float *dq = dbase + h * hd, *dk = dbase + d + h * hd, *dv = dbase + 2 * d + h * hd;
         // dv = p^T dy; dp = dy v^T (then the softmax's gradient in place)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, hd, t, 1.0f, p, t, go + h * hd, d, 0.0f, dv, ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, hd, 1.0f, go + h * hd, d, v, ld, 0.0f, ds, t);
+        cpu::sgemm(true, false, t, hd, t, 1.0f, p, t, go + h * hd, d, 0.0f, dv, ld);
+        cpu::sgemm(false, true, t, t, hd, 1.0f, go + h * hd, d, v, ld, 0.0f, ds, t);
         for (int i = 0; i < t; ++i)
           ew::causal_softmax_grad_row(p + static_cast<std::size_t>(i) * t, ds + static_cast<std::size_t>(i) * t,
                                       i + 1, t);
         // dq = scale ds k; dk = scale ds^T q
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, t, scale, ds, t, k, ld, 0.0f, dq, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, hd, t, scale, ds, t, q, ld, 0.0f, dk, ld);
+        cpu::sgemm(false, false, t, hd, t, scale, ds, t, k, ld, 0.0f, dq, ld);
+        cpu::sgemm(true, false, t, hd, t, scale, ds, t, q, ld, 0.0f, dk, ld);
       }
     }
   }

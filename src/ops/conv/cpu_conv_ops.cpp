@@ -1,9 +1,9 @@
-// Convolution on the CPU: im2col + one OpenBLAS product per chunk of samples.
+// Convolution on the CPU: im2col + one matrix product (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
 // columns of the forward pass are kept for backward when the batch fits in one
 // chunk (the usual case), else backward rebuilds them chunk by chunk.
-#include <cblas.h>
+#include "mpiddp/device/cpu_gemm.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -97,7 +97,7 @@ class CpuConvOps final : public ConvOps {
       const std::size_t width = static_cast<std::size_t>(count) * p.positions;
       fill_columns(x, g, p, first, count, s.columns);
       s.product.resize(static_cast<std::size_t>(g.out_c) * width);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.out_c, static_cast<int>(width), p.rows, 1.0f, weight,
+      cpu::sgemm(false, false, g.out_c, static_cast<int>(width), p.rows, 1.0f, weight,
                   p.rows, s.columns.data(), static_cast<int>(width), 0.0f, s.product.data(), static_cast<int>(width));
       // [out_c][samples * positions] -> NCHW, adding the bias.
       for (int i = 0; i < count; ++i)
@@ -129,7 +129,7 @@ class CpuConvOps final : public ConvOps {
       if (s.columns_of != x) fill_columns(x, g, p, first, count, s.columns);
       gather_grad_out(dy, g, p, first, count, s.grad_out);
       const bool add = accumulate || first > 0;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.out_c, p.rows, static_cast<int>(width), 1.0f,
+      cpu::sgemm(false, true, g.out_c, p.rows, static_cast<int>(width), 1.0f,
                   s.grad_out.data(), static_cast<int>(width), s.columns.data(), static_cast<int>(width),
                   add ? 1.0f : 0.0f, dweight, p.rows);
     }
@@ -146,7 +146,7 @@ class CpuConvOps final : public ConvOps {
       const std::size_t width = static_cast<std::size_t>(count) * p.positions;
       if (s.grad_out_of != dy) gather_grad_out(dy, g, p, first, count, s.grad_out);
       s.grad_cols.resize(static_cast<std::size_t>(p.rows) * width);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.rows, static_cast<int>(width), g.out_c, 1.0f, weight,
+      cpu::sgemm(true, false, p.rows, static_cast<int>(width), g.out_c, 1.0f, weight,
                   p.rows, s.grad_out.data(), static_cast<int>(width), 0.0f, s.grad_cols.data(),
                   static_cast<int>(width));
       const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;

@@ -1,0 +1,25 @@
+#pragma once
+// Every matrix product of the CPU ops goes through sgemm() here, so one setting
+// (train.cpu_kernels) decides which library runs them. Debian's OpenBLAS picks
+// its kernels from a CPU table that ends before today's CPUs (sites then set
+// OPENBLAS_CORETYPE=Haswell: AVX2 kernels on AVX-512 cores); oneDNN's sgemm
+// generates code for the ISA the CPU reports, about twice OpenBLAS's speed there.
+// The two libraries round differently: a run is bit-exact for one choice.
+#include <string>
+
+#include "mpiddp/config/choices.hpp"
+
+namespace mpiddp::cpu {
+
+// C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C, row-major (cblas's meaning of lda, ldb, ldc).
+void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc);
+
+// The library sgemm() uses in this process: auto means onednn where this build has it.
+void use_gemm_library(CpuKernels choice);
+CpuKernels gemm_library();
+// Whether this build links oneDNN, and its version ("" when it does not).
+bool onednn_linked();
+std::string onednn_version();
+
+}  // namespace mpiddp::cpu

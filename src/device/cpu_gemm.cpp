@@ -1,0 +1,40 @@
+#include "mpiddp/device/cpu_gemm.hpp"
+
+#include <cblas.h>
+
+#include "device/onednn_gemm.hpp"
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp::cpu {
+namespace {
+
+// oneDNN where linked, unless train.cpu_kernels says otherwise (Session sets it
+// before any product runs); read by every sgemm.
+CpuKernels active = onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas;
+
+}  // namespace
+
+void use_gemm_library(CpuKernels choice) {
+  if (choice == CpuKernels::automatic) choice = onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas;
+  if (choice == CpuKernels::onednn && !onednn::linked())
+    throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
+                     "Spack: +onednn); use auto or openblas");
+  active = choice;
+}
+
+CpuKernels gemm_library() { return active; }
+bool onednn_linked() { return onednn::linked(); }
+std::string onednn_version() { return onednn::version(); }
+
+void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (active == CpuKernels::onednn) {
+    onednn::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace mpiddp::cpu

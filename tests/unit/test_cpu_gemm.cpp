@@ -1,0 +1,138 @@
+// The CPU's matrix products on each library this build has (train.cpu_kernels):
+// every transpose and leading dimension against a double-precision product, and
+// whole layers (convolution, residual, dense on {T, D}, causal attention) giving
+// the same forward and gradients on each library.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "layer_test_util.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
+
+using namespace mpiddp;
+
+namespace {
+
+std::vector<CpuKernels> libraries() {
+  std::vector<CpuKernels> all{CpuKernels::openblas};
+  if (cpu::onednn_linked()) all.push_back(CpuKernels::onednn);
+  return all;
+}
+
+// Restores the process-wide choice when a test section ends.
+struct LibraryGuard {
+  CpuKernels saved = cpu::gemm_library();
+  ~LibraryGuard() { cpu::use_gemm_library(saved); }
+};
+
+std::vector<float> seeded(std::size_t n, std::uint64_t seed) {
+  CounterRng rng(seed);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 2.0f * rng.uniform(i) - 1.0f;
+  return v;
+}
+
+struct Run {
+  Matrix output{0, 0};
+  std::vector<float> grads;
+  Matrix input_grad{0, 0};
+};
+
+// One forward and backward of `layers` on `input`, with the products on `library`.
+Run run_on(CpuKernels library, const std::string& layers, const Shape& input, std::size_t classes) {
+  LibraryGuard guard;
+  cpu::use_gemm_library(library);
+  // Straight from the layer list: build_model would read a 2-D sample as one image channel.
+  auto model = std::make_unique<Sequential>(build_layers(layers, classes, false), input, 5);
+  test::randomize_parameters(*model, 9);
+  const Matrix x = test::random_matrix(4, element_count(input), 3);
+  ForwardContext ctx;
+  const Matrix& y = model->forward(x, ctx);
+  Run run;
+  run.output = Matrix(y.rows(), y.cols());
+  std::copy(y.data(), y.data() + y.size(), run.output.data());
+  const Matrix dy = test::random_matrix(y.rows(), y.cols(), 4);
+  model->backward(dy, false, nullptr, &run.input_grad);
+  run.grads.assign(model->parameters().grads(), model->parameters().grads() + model->parameters().total());
+  return run;
+}
+
+double relative_difference(const float* a, const float* b, std::size_t n) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+TEST_CASE("sgemm: every transpose, leading dimension, alpha and beta, on each library", "[gemm]") {
+  const int m = 37, n = 29, k = 53, pad = 3;
+  for (const CpuKernels library : libraries()) {
+    LibraryGuard guard;
+    cpu::use_gemm_library(library);
+    CHECK(cpu::gemm_library() == library);
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const float beta : {0.0f, 1.0f}) {
+          const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+          const auto a = seeded(static_cast<std::size_t>(ta ? k : m) * lda, 1);
+          const auto b = seeded(static_cast<std::size_t>(tb ? n : k) * ldb, 2);
+          auto c = seeded(static_cast<std::size_t>(m) * ldc, 3);
+          const auto c0 = c;
+          cpu::sgemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+          double worst = 0;
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int p = 0; p < k; ++p)
+                sum += static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+              const double expected = 0.5 * sum + beta * c0[i * ldc + j];
+              worst = std::max(worst, std::abs(expected - c[i * ldc + j]));
+            }
+          INFO(name_of(library) << " trans_a " << ta << " trans_b " << tb << " beta " << beta);
+          CHECK(worst < 1e-4);
+          for (int i = 0; i < m; ++i)  // the padding of C is never written
+            for (int j = n; j < ldc; ++j) REQUIRE(c[i * ldc + j] == c0[i * ldc + j]);
+        }
+  }
+}
+
+TEST_CASE("train.cpu_kernels = auto is oneDNN exactly where this build links it", "[gemm]") {
+  LibraryGuard guard;
+  cpu::use_gemm_library(CpuKernels::automatic);
+  CHECK(cpu::gemm_library() == (cpu::onednn_linked() ? CpuKernels::onednn : CpuKernels::openblas));
+  if (!cpu::onednn_linked())
+    CHECK_THROWS_WITH(cpu::use_gemm_library(CpuKernels::onednn), Catch::Contains("built without oneDNN"));
+}
+
+TEST_CASE("layers give the same forward and gradients on each library", "[gemm]") {
+  struct Case {
+    std::string layers;
+    Shape input;
+  };
+  const std::vector<Case> cases{
+      {"conv2d(6,3,padding=1) relu residual(conv2d(6,3,padding=1) batchnorm2d relu conv2d(6,3,padding=1)) "
+       "conv2d(8,3,stride=2) flatten linear",
+       Shape{2, 9, 9}},
+      {"linear(12) residual(layernorm causal_self_attention(3)) residual(layernorm linear(24) gelu(approximate=tanh) "
+       "linear(12)) linear(7,bias=false)",
+       Shape{8, 10}},
+  };
+  const auto all = libraries();
+  for (const Case& c : cases) {
+    const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
+    for (const CpuKernels library : all) {
+      const Run other = run_on(library, c.layers, c.input, 5);
+      INFO(c.layers << " on " << name_of(library));
+      REQUIRE(other.output.size() == reference.output.size());
+      CHECK(relative_difference(other.output.data(), reference.output.data(), other.output.size()) < 1e-5);
+      CHECK(relative_difference(other.grads.data(), reference.grads.data(), other.grads.size()) < 1e-5);
+      CHECK(relative_difference(other.input_grad.data(), reference.input_grad.data(), other.input_grad.size()) <
+            1e-5);
+    }
+  }
+}
