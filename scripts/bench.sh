@@ -7,7 +7,8 @@
 #   DATA_DIR defaults to data/fmnist (created with prepare-fmnist.sh if absent).
 # Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch, BENCH_MLP=0 to skip the MLP
 #   table, BENCH_CNN_STEPS (optimizer steps per CNN run, default 150; 0 skips the CNN table), BENCH_MODEL_STEPS
-#   (steps per ResNet and GPT run, default 100; 0 skips them).
+#   (steps per ResNet and GPT run, default 100; 0 skips them), BENCH_ARGS (more mpiddp settings for every
+#   mpiddp run, e.g. "--train.cpu_kernels openblas").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -19,9 +20,14 @@ export MPIDDP=$mpiddp  # bench_torch_ddp.py resolves --layers with this binary
 mpiexec=${MPIEXEC:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 [ -d "$data/train" ] || "$here/prepare-fmnist.sh" "$data" "$mpiddp" >/dev/null
+read -ra bench_args <<< "${BENCH_ARGS:-}"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" \
+  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; mpiddp settings: ${BENCH_ARGS:-(defaults)}"
 work=$(mktemp -d /tmp/mpiddp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+# The library a run's banner names for the CPU's matrix products (train.cpu_kernels).
+library_of() { grep -o 'CPU matrix products: .*' "$1" | head -1; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 pct() { /usr/bin/python3 -c "import sys; print(f'{100*float(sys.argv[1]):.1f}%')" "$1"; }
 
@@ -41,7 +47,7 @@ printf "|---|---|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_mlp.ini" --data.train "$data/train" --train.eval false \
     --train.epochs "$epochs" --train.batch_size "$batch" --train.threads 1 --checkpoint.every_epochs 0 \
-    --run.dir "$work/run$world" > "$work/log$world" 2>&1
+    --run.dir "$work/run$world" "${bench_args[@]}" > "$work/log$world" 2>&1
   s=$work/run$world/summary.json
   ours[$world]=$(field "$s" train_samples_per_s)
   torch_rate[$world]="n/a"
@@ -73,7 +79,7 @@ printf "|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_cnn.ini" --data.train "$data/train" --train.eval false \
     --data.augment "" --train.max_steps "$cnn_steps" --train.batch_size "$batch" --train.threads 1 \
-    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" > "$work/cnnlog$world" 2>&1
+    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" "${bench_args[@]}" > "$work/cnnlog$world" 2>&1
   s=$work/cnn$world/summary.json
   rate=$(field "$s" train_samples_per_s)
   theirs="n/a"
@@ -85,6 +91,7 @@ for world in 1 2; do
   printf "| %d | %d | %.0f | %s | %s | %s |\n" $world "$batch" "$rate" "$(pct "$(field "$s" allreduce_share)")" \
     "$theirs" "$speedup"
 done
+library_of "$work/cnnlog2"
 fi
 
 # The ResNet (inputs/fmnist_resnet.ini, no augmentation) and the byte GPT (inputs/kjv_gpt.ini on data/kjv, if
@@ -100,7 +107,8 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
   printf "|---|---|---|---|---|---|\n"
   for world in 1 2; do
     "$mpiexec" -n $world "$mpiddp" train "$ini" --data.train "$train" --train.eval false --train.max_steps "$model_steps" \
-      --train.threads 1 --checkpoint.every_epochs 0 --run.dir "$work/$name$world" "$@" > "$work/${name}log$world" 2>&1
+      --train.threads 1 --checkpoint.every_epochs 0 --run.dir "$work/$name$world" "$@" "${bench_args[@]}" \
+      > "$work/${name}log$world" 2>&1
     local s=$work/$name$world/summary.json per=1 rate theirs="n/a" batch_per_rank
     [ "$context" = 0 ] || per=$context
     rate=$(/usr/bin/python3 -c "print($(field "$s" train_samples_per_s) * $per)")
@@ -114,6 +122,7 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
     printf "| %d | %d | %.0f | %s | %s | %s |\n" $world "$batch_per_rank" "$rate" "$(pct "$(field "$s" allreduce_share)")" \
       "${theirs:-n/a}" "$speedup"
   done
+  library_of "$work/${name}log2"
 }
 bench_model resnet "$root/inputs/fmnist_resnet.ini" "$data/train" samples 0 10 --data.augment ""
 kjv=${BENCH_KJV_DIR:-$root/data/kjv}

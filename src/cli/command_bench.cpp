@@ -16,6 +16,7 @@
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 
 namespace po = boost::program_options;
 
@@ -125,7 +126,7 @@ int bench_matmul(const std::vector<std::string>& args) {
 int command_bench(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "matmul") return bench_matmul({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "conv") return command_bench_conv({args.begin() + 1, args.end()});
-  std::string hidden = "256,128";
+  std::string hidden = "256,128", kernels = "auto";
   int inputs = 784, outputs = 10, batch = 64, threads = 1;
   double seconds = 2.0;
   po::options_description options("mpiddp bench gemm");
@@ -135,6 +136,7 @@ int command_bench(const std::vector<std::string>& args) {
       ("outputs", po::value(&outputs)->default_value(outputs), "outputs")
       ("batch", po::value(&batch)->default_value(batch), "samples per step")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
+      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn or openblas (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
   if (args.empty() || args[0] != "gemm")
     throw InputError("usage: mpiddp bench gemm|conv|matmul|mlp [options] (see --help)");
@@ -142,14 +144,15 @@ int command_bench(const std::vector<std::string>& args) {
   if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
   if (batch < 1) throw InputError("--batch must be at least 1, got " + std::to_string(batch));
   // The input-file parser checks the width list.
-  const Config config =
-      load_config("", {"--data.train", "x", "--model.hidden", hidden, "--train.batch_size", std::to_string(batch)});
+  const Config config = load_config("", {"--data.train", "x", "--model.hidden", hidden, "--train.batch_size",
+                                         std::to_string(batch), "--train.cpu_kernels", kernels});
   check_bench_sizes("bench gemm", config, inputs, outputs, 1);
   check_seconds(seconds);
   std::vector<int> widths = {inputs};
   for (int w : config.model.hidden) widths.push_back(w);
   widths.push_back(outputs);
   cpu::set_blas_threads(threads);
+  cpu::use_gemm_library(config.train.cpu_kernels);
   GemmMlp mlp(widths, batch);
   bench::Times times = bench::time_calls([&] { mlp.step(); }, seconds, 20);
   std::size_t checked = 0;
@@ -157,8 +160,9 @@ int command_bench(const std::vector<std::string>& args) {
   bench::print_line("gemm-only MLP " + hidden + " batch " + std::to_string(batch) + " threads " +
                         std::to_string(threads) + " (one step)",
                     times, mlp.flops_per_step(), wrong, checked);
-  std::printf("gemm-only MLP %s batch %d threads %d: %.0f samples/s, %.1f GFLOP/s (median step)\n", hidden.c_str(),
-              batch, threads, batch / times.median_s, mlp.flops_per_step() / times.median_s / 1e9);
+  std::printf("gemm-only MLP %s batch %d threads %d %s: %.0f samples/s, %.1f GFLOP/s (median step)\n", hidden.c_str(),
+              batch, threads, name_of(cpu::gemm_library()), batch / times.median_s,
+              mlp.flops_per_step() / times.median_s / 1e9);
   bench::require_right("bench gemm", wrong, checked);
   return kExitOk;
 }
