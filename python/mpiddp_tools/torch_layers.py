@@ -59,14 +59,16 @@ class PositionEmbedding(torch.nn.Module):
 
 
 class CausalSelfAttention(torch.nn.Module):
-    \"\"\"nanoGPT's CausalSelfAttention (without dropout): c_attn to q, k, v, causal softmax per head, c_proj.\"\"\"
+    \"\"\"nanoGPT's CausalSelfAttention: c_attn to q, k, v, causal softmax per head, attn_dropout, c_proj,
+    resid_dropout.\"\"\"
 
     def __init__(self, n_embd, num_heads, dropout=0.0):
         super().__init__()
-        assert dropout == 0.0, "attention dropout: mpiddp trains with 0 only"
         self.n_head = num_heads
         self.c_attn = torch.nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = torch.nn.Linear(n_embd, n_embd)
+        self.attn_dropout = torch.nn.Dropout(dropout)
+        self.resid_dropout = torch.nn.Dropout(dropout)
 
     def forward(self, x):
         b, t, c = x.size()
@@ -75,8 +77,8 @@ class CausalSelfAttention(torch.nn.Module):
         scores = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
-        y = torch.softmax(scores, dim=-1) @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        y = self.attn_dropout(torch.softmax(scores, dim=-1)) @ v
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
 
 
 def tie_weights(model, ties):

@@ -43,11 +43,9 @@ std::unique_ptr<Layer> make_embedding(LayerArguments& a, const LayerContext&) {
                                      static_cast<std::size_t>(a.integer("embedding_dim", 1)));
 }
 
-std::unique_ptr<Layer> make_attention(LayerArguments& a, const LayerContext&) {
-  if (a.real("dropout", 0.0, 1.0, true) != 0.0)
-    throw LayerError("dropout on the attention probabilities is not implemented yet: use 0 (dropout layers around "
-                     "the block work)");
-  return std::make_unique<CausalSelfAttention>(static_cast<std::size_t>(a.integer("num_heads", 1)));
+std::unique_ptr<Layer> make_attention(LayerArguments& a, const LayerContext& ctx) {
+  const double dropout = a.real("dropout", 0.0, 1.0, true);
+  return std::make_unique<CausalSelfAttention>(static_cast<std::size_t>(a.integer("num_heads", 1)), dropout, ctx.index);
 }
 
 std::unique_ptr<Layer> make_conv2d(LayerArguments& a, const LayerContext&) {

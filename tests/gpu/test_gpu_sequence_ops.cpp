@@ -66,6 +66,15 @@ TEST_CASE("GPU embeddings equal the CPU's bit for bit", "[gpu][embedding]") {
   CHECK(gdpos.host() == dpos);
 }
 
+// Forward and backward through the four phases, without dropout (the weights are the probabilities).
+static void attention_pass(AttentionOps& ops, const float* qkv, float* y, float* probs, const float* dy, float* dqkv,
+                    float* dprobs, const AttentionGeometry& g) {
+  ops.probabilities(qkv, probs, g);
+  ops.weighted_sum(probs, qkv, y, g);
+  ops.weighted_sum_backward(probs, qkv, dy, dqkv, dprobs, g);
+  ops.probabilities_backward(probs, dprobs, qkv, dqkv, g);
+}
+
 TEST_CASE("GPU causal attention matches the CPU's, and repeats bit for bit", "[gpu][attention]") {
   struct Case {
     int samples, positions, heads, head_dim;
@@ -82,18 +91,16 @@ TEST_CASE("GPU causal attention matches the CPU's, and repeats bit for bit", "[g
     const auto qkv = random_values(rows * 3 * d, 20 + k.positions, 2.0f), dy = random_values(rows * d, 30);
     AttentionOps& cpu = cpu_device().ops<AttentionOps>();
     AttentionOps& dev = gpu().ops<AttentionOps>();
-    std::vector<float> y(rows * d), probs(probs_size), dqkv(rows * 3 * d);
-    cpu.forward(qkv.data(), y.data(), probs.data(), g);
-    cpu.backward(qkv.data(), probs.data(), dy.data(), dqkv.data(), g);
-    OnGpu gqkv(qkv), gdy(dy), gy(rows * d), gprobs(probs_size), gdqkv(rows * 3 * d);
-    dev.forward(gqkv.data, gy.data, gprobs.data, g);
-    dev.backward(gqkv.data, gprobs.data, gdy.data, gdqkv.data, g);
+    std::vector<float> y(rows * d), probs(probs_size), dqkv(rows * 3 * d), dprobs(probs_size);
+    attention_pass(cpu, qkv.data(), y.data(), probs.data(), dy.data(), dqkv.data(), dprobs.data(), g);
+    OnGpu gqkv(qkv), gdy(dy), gy(rows * d), gprobs(probs_size), gdqkv(rows * 3 * d), gdprobs(probs_size);
+    attention_pass(dev, gqkv.data, gy.data, gprobs.data, gdy.data, gdqkv.data, gdprobs.data, g);
     CHECK(close(gy.host(), y, 1e-4, 1e-5));
     CHECK(close(gprobs.host(), probs, 1e-5, 1e-6));
     CHECK(close(gdqkv.host(), dqkv, 1e-4, 1e-5));
+    CHECK(close(gdprobs.host(), dprobs, 1e-4, 1e-5));
     const auto first = gdqkv.host();
-    dev.forward(gqkv.data, gy.data, gprobs.data, g);
-    dev.backward(gqkv.data, gprobs.data, gdy.data, gdqkv.data, g);
+    attention_pass(dev, gqkv.data, gy.data, gprobs.data, gdy.data, gdqkv.data, gdprobs.data, g);
     CHECK(gdqkv.host() == first);
   }
 }

@@ -132,6 +132,39 @@ run_ranks 2 train "$WORK/gpt.ini" --run.dir "$WORK/emu" --debug.emulate_device t
 same_parameters "$(latest_checkpoint "$WORK/gpt")" "$(latest_checkpoint "$WORK/emu")" \
   && pass "GPT on the emulated GPU = GPT on the CPU, bit for bit" || fail "emulated GPT differs"
 
+# ---- attention dropout (nanoGPT's attn_dropout and resid_dropout): masks keyed by seed, rank, micro-batch
+# and layer, so a resume and the emulated GPU repeat them bit for bit ----
+DROP="embedding(256,16) position_embedding residual(layernorm causal_self_attention(2,dropout=0.2)) layernorm linear"
+run_ranks 2 train "$WORK/gpt.ini" --model.layers "$DROP" --run.dir "$WORK/drop" --train.max_steps 12 \
+  --train.eval false > "$WORK/drop.log" 2>&1 || fail "GPT with attention dropout exited $?"
+grep -q "CausalSelfAttention(n_embd=16, n_head=2, dropout=0.2)" "$WORK/drop.log" \
+  && pass "the banner shows the attention's dropout" || fail "no dropout in the banner"
+run_ranks 2 train "$WORK/gpt.ini" --model.layers "$DROP" --run.dir "$WORK/drop_half" --train.max_steps 6 \
+  --train.eval false > "$WORK/drop_half.log" 2>&1 \
+  && run_ranks 2 train "$WORK/gpt.ini" --model.layers "$DROP" --run.dir "$WORK/drop_half" --train.max_steps 12 \
+  --train.eval false --resume auto > "$WORK/drop_rest.log" 2>&1 || fail "dropout GPT halves exited $?"
+same_parameters "$(latest_checkpoint "$WORK/drop")" "$(latest_checkpoint "$WORK/drop_half")" \
+  && pass "attention dropout: 6 + 6 resumed steps = 12 straight, bit for bit" || fail "dropout GPT resume differs"
+run_ranks 2 train "$WORK/gpt.ini" --model.layers "$DROP" --run.dir "$WORK/drop_emu" --train.max_steps 12 \
+  --train.eval false --debug.emulate_device true --train.share_device true > "$WORK/drop_emu.log" 2>&1 \
+  || fail "emulated dropout GPT exited $?"
+same_parameters "$(latest_checkpoint "$WORK/drop")" "$(latest_checkpoint "$WORK/drop_emu")" \
+  && pass "attention dropout on the emulated GPU = the CPU, bit for bit" || fail "emulated dropout GPT differs"
+run_ranks 2 train "$WORK/gpt.ini" --model.layers "${DROP//0.2/0}" --run.dir "$WORK/nodrop" --train.max_steps 12 \
+  --train.eval false > "$WORK/nodrop.log" 2>&1 || fail "GPT without dropout exited $?"
+same_parameters "$(latest_checkpoint "$WORK/drop")" "$(latest_checkpoint "$WORK/nodrop")" 2>/dev/null \
+  && fail "dropout 0.2 trained the same weights as dropout 0" || pass "dropout 0.2 trains other weights than 0"
+"$PYTHON" "$SCRIPTS/to-torch" "$(latest_checkpoint "$WORK/drop")" "$WORK/drop.pt" --module "$WORK/drop_model.py" \
+  > /dev/null 2> "$WORK/drop-to.err" && "$PYTHON" - "$WORK" <<'PY' \
+  && pass "to-torch: nanoGPT's module with attn_dropout and resid_dropout, strict load" || fail "dropout export"
+import sys
+sys.path.insert(0, sys.argv[1])
+import drop_model
+model = drop_model.load()
+attention = model[2].body[1]
+assert attention.attn_dropout.p == 0.2 and attention.resid_dropout.p == 0.2, attention
+PY
+
 # ---- to PyTorch: mpiddp's test loss over every test window, in order ----
 "$PYTHON" "$SCRIPTS/to-torch" "$(latest_checkpoint "$WORK/gpt")" "$WORK/gpt.pt" --module "$WORK/gpt_model.py" \
   > "$WORK/snippet.py" 2> "$WORK/to-torch.err" || fail "to-torch exited $?: $(cat "$WORK/to-torch.err")"

@@ -1,5 +1,6 @@
 // Sequence-model layers: GPT-2 124M's size from a shape-only pass (nothing is
-// allocated), names and shapes of a small GPT, and the tie refusals.
+// allocated), names and shapes of a small GPT, the tie refusals, and attention
+// dropout (nanoGPT's attn_dropout and resid_dropout).
 #include <catch2/catch.hpp>
 
 #include "mpiddp/common/error.hpp"
@@ -59,7 +60,44 @@ TEST_CASE("tie must name an earlier embedding at the top level, with matching si
              Catch::Contains("tie=0 works at the top level of the list only"));
   CHECK_THAT(refusal("embedding(11,8) linear(4) linear(tie=0)"),
              Catch::Contains("tie=0: layer 1's weight is 11x8, but this linear maps 4 features to 11"));
-  CHECK_THAT(refusal("embedding(11,8) causal_self_attention(2,dropout=0.1) linear"),
-             Catch::Contains("dropout on the attention probabilities is not implemented yet"));
+  CHECK_THAT(refusal("embedding(11,8) causal_self_attention(2,dropout=1) linear"), Catch::Contains("dropout"));
   CHECK_THAT(refusal("embedding(11,8) linear(bias=maybe)"), Catch::Contains("bias 'maybe' is not true or false"));
+}
+
+TEST_CASE("attention dropout: off in evaluation, masks in training, exact gradients through the masks",
+          "[nn][sequence]") {
+  const Shape input{6, 8};
+  auto make = [&](const std::string& layers) {
+    auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), input, 7);
+    test::randomize_parameters(*model, 3);
+    return model;
+  };
+  auto plain = make("causal_self_attention(2)");
+  auto dropped = make("causal_self_attention(2,dropout=0.4)");
+  CHECK(dropped->layers()[0]->arguments() == "n_embd=8, n_head=2, dropout=0.4");
+  const Matrix x = test::random_matrix(5, element_count(input), 11);
+  ForwardContext eval;
+  eval.training = false;
+  const Matrix& a = plain->forward(x, eval);
+  const std::vector<float> expected(a.data(), a.data() + a.size());
+  const Matrix& b = dropped->forward(x, eval);
+  CHECK(std::vector<float>(b.data(), b.data() + b.size()) == expected);
+
+  ForwardContext train;
+  train.seed = 5;
+  const Matrix& c = dropped->forward(x, train);
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) zeros += c.data()[i] == 0.0f;
+  // resid_dropout zeroes about 40% of the 240 outputs; the draw is fixed by the seed.
+  CHECK(zeros > 60);
+  CHECK(zeros < 130);
+  const std::vector<float> first(c.data(), c.data() + c.size());
+  const Matrix& again = dropped->forward(x, train);  // the same key: the same masks
+  CHECK(std::vector<float>(again.data(), again.data() + again.size()) == first);
+  train.counter = 1;  // the next micro-batch: other masks
+  const Matrix& next = dropped->forward(x, train);
+  CHECK(std::vector<float>(next.data(), next.data() + next.size()) != first);
+
+  train.counter = 0;
+  test::check_gradients(*dropped, x, train, {1e-2f, 2e-3, 2e-2}, "causal_self_attention with dropout 0.4");
 }

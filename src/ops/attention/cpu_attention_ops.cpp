@@ -1,66 +1,84 @@
 // Attention on the CPU: per sample and head, the products through BLAS
 // (strided views of qkv, no copies) and the causal softmax in a row loop whose
 // sums run in a fixed order.
-#include "mpiddp/device/cpu_gemm.hpp"
-
-#include <algorithm>
 #include <cmath>
-#include <vector>
+#include <cstddef>
 
 #include "attention_ops.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/device/elementwise.hpp"
 #include "mpiddp/device/op_registry.hpp"
 
 namespace mpiddp::cpu {
 namespace {
 
+// Where sample s, head h lives: its q, k, v columns in qkv, its [T][T] block of scores.
+struct Head {
+  const AttentionGeometry& g;
+  int s, h;
+  int t() const { return g.positions; }
+  int ld() const { return 3 * g.width(); }
+  std::size_t row0() const { return static_cast<std::size_t>(s) * t(); }
+  std::size_t q(int part = 0) const { return row0() * ld() + part * g.width() + h * g.head_dim; }
+  std::size_t block() const { return (static_cast<std::size_t>(s) * g.heads + h) * t() * t(); }
+  std::size_t out() const { return row0() * g.width() + h * g.head_dim; }
+};
+
+template <class Body>
+void each_head(const AttentionGeometry& g, Body body) {
+  for (int s = 0; s < g.samples; ++s)
+    for (int h = 0; h < g.heads; ++h) body(Head{g, s, h});
+}
+
+float scale_of(const AttentionGeometry& g) { return 1.0f / std::sqrt(static_cast<float>(g.head_dim)); }
+
 class CpuAttentionOps final : public AttentionOps {
  public:
-  void forward(const float* qkv, float* y, float* probs, const AttentionGeometry& g) override {
-    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    for (int s = 0; s < g.samples; ++s) {
-      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
-      for (int h = 0; h < g.heads; ++h) {
-        float* p = probs + (static_cast<std::size_t>(s) * g.heads + h) * t * t;
-        const float *q = base + h * hd, *k = base + d + h * hd, *v = base + 2 * d + h * hd;
-        cpu::sgemm(false, true, t, t, hd, scale, q, ld, k, ld, 0.0f, p, t);
-        for (int i = 0; i < t; ++i) ew::causal_softmax_row(p + static_cast<std::size_t>(i) * t, i + 1, t);
-        cpu::sgemm(false, false, t, hd, t, 1.0f, p, t, v, ld, 0.0f,
-                    y + static_cast<std::size_t>(s) * t * d + h * hd, d);
-      }
-    }
+  void probabilities(const float* qkv, float* probs, const AttentionGeometry& g) override {
+    each_head(g, [&](const Head& x) {
+      const int t = x.t();
+      float* p = probs + x.block();
+      cpu::sgemm(false, true, t, t, g.head_dim, scale_of(g), qkv + x.q(0), x.ld(), qkv + x.q(1), x.ld(), 0.0f, p, t);
+      for (int i = 0; i < t; ++i) ew::causal_softmax_row(p + static_cast<std::size_t>(i) * t, i + 1, t);
+    });
   }
 
-  void backward(const float* qkv, const float* probs, const float* dy, float* dqkv,
-                const AttentionGeometry& g) override {
-    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    dscores_.resize(static_cast<std::size_t>(t) * t);
-    float* ds = dscores_.data();
-    for (int s = 0; s < g.samples; ++s) {
-      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
-      float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
-      const float* go = dy + static_cast<std::size_t>(s) * t * d;
-      for (int h = 0; h < g.heads; ++h) {
-        const float* p = probs + (static_cast<std::size_t>(s) * g.heads + h) * t * t;
-        const float *q = base + h * hd, *k = base + d + h * hd, *v = base + 2 * d + h * hd;
-        float *dq = dbase + h * hd, *dk = dbase + d + h * hd, *dv = dbase + 2 * d + h * hd;
-        // dv = p^T dy; dp = dy v^T (then the softmax's gradient in place)
-        cpu::sgemm(true, false, t, hd, t, 1.0f, p, t, go + h * hd, d, 0.0f, dv, ld);
-        cpu::sgemm(false, true, t, t, hd, 1.0f, go + h * hd, d, v, ld, 0.0f, ds, t);
-        for (int i = 0; i < t; ++i)
-          ew::causal_softmax_grad_row(p + static_cast<std::size_t>(i) * t, ds + static_cast<std::size_t>(i) * t,
-                                      i + 1, t);
-        // dq = scale ds k; dk = scale ds^T q
-        cpu::sgemm(false, false, t, hd, t, scale, ds, t, k, ld, 0.0f, dq, ld);
-        cpu::sgemm(true, false, t, hd, t, scale, ds, t, q, ld, 0.0f, dk, ld);
-      }
-    }
+  void weighted_sum(const float* weights, const float* qkv, float* y, const AttentionGeometry& g) override {
+    each_head(g, [&](const Head& x) {
+      const int t = x.t();
+      cpu::sgemm(false, false, t, g.head_dim, t, 1.0f, weights + x.block(), t, qkv + x.q(2), x.ld(), 0.0f,
+                 y + x.out(), g.width());
+    });
   }
 
- private:
-  std::vector<float> dscores_;
+  void weighted_sum_backward(const float* weights, const float* qkv, const float* dy, float* dqkv, float* dweights,
+                             const AttentionGeometry& g) override {
+    each_head(g, [&](const Head& x) {
+      const int t = x.t();
+      // dv = weights^T dy; dweights = dy v^T
+      cpu::sgemm(true, false, t, g.head_dim, t, 1.0f, weights + x.block(), t, dy + x.out(), g.width(), 0.0f,
+                 dqkv + x.q(2), x.ld());
+      cpu::sgemm(false, true, t, t, g.head_dim, 1.0f, dy + x.out(), g.width(), qkv + x.q(2), x.ld(), 0.0f,
+                 dweights + x.block(), t);
+    });
+  }
+
+  void probabilities_backward(const float* probs, float* dprobs, const float* qkv, float* dqkv,
+                              const AttentionGeometry& g) override {
+    each_head(g, [&](const Head& x) {
+      const int t = x.t();
+      const float* p = probs + x.block();
+      float* ds = dprobs + x.block();
+      for (int i = 0; i < t; ++i)
+        ew::causal_softmax_grad_row(p + static_cast<std::size_t>(i) * t, ds + static_cast<std::size_t>(i) * t, i + 1,
+                                    t);
+      // dq = scale ds k; dk = scale ds^T q
+      cpu::sgemm(false, false, t, g.head_dim, t, scale_of(g), ds, t, qkv + x.q(1), x.ld(), 0.0f, dqkv + x.q(0),
+                 x.ld());
+      cpu::sgemm(true, false, t, g.head_dim, t, scale_of(g), ds, t, qkv + x.q(0), x.ld(), 0.0f, dqkv + x.q(1),
+                 x.ld());
+    });
+  }
 };
 
 std::unique_ptr<AttentionOps> make_cpu_attention_ops(Device&) { return std::make_unique<CpuAttentionOps>(); }

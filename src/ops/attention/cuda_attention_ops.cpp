@@ -23,7 +23,7 @@ class CudaAttentionOps final : public AttentionOps {
  public:
   explicit CudaAttentionOps(CudaDevice& device) : device_(device) {}
 
-  void forward(const float* qkv, float* y, float* probs, const AttentionGeometry& g) override {
+  void probabilities(const float* qkv, float* probs, const AttentionGeometry& g) override {
     const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const long long tt = static_cast<long long>(t) * t;
@@ -33,33 +33,43 @@ class CudaAttentionOps final : public AttentionOps {
       gemm(false, true, t, t, hd, scale, {base, ld, hd}, {base + d, ld, hd}, 0.0f, p, t, tt, g.heads);
     }
     causal_softmax(probs, g.samples * g.heads * t, t, stream());
+  }
+
+  void weighted_sum(const float* weights, const float* qkv, float* y, const AttentionGeometry& g) override {
+    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
+    const long long tt = static_cast<long long>(t) * t;
     for (int s = 0; s < g.samples; ++s) {
       const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
-      const float* p = probs + static_cast<std::size_t>(s) * g.heads * tt;
-      gemm(false, false, t, hd, t, 1.0f, {p, t, tt}, {base + 2 * d, ld, hd}, 0.0f,
+      const float* w = weights + static_cast<std::size_t>(s) * g.heads * tt;
+      gemm(false, false, t, hd, t, 1.0f, {w, t, tt}, {base + 2 * d, ld, hd}, 0.0f,
            y + static_cast<std::size_t>(s) * t * d, d, hd, g.heads);
     }
   }
 
-  void backward(const float* qkv, const float* probs, const float* dy, float* dqkv,
-                const AttentionGeometry& g) override {
+  void weighted_sum_backward(const float* weights, const float* qkv, const float* dy, float* dqkv, float* dweights,
+                             const AttentionGeometry& g) override {
+    const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
+    const long long tt = static_cast<long long>(t) * t;
+    for (int s = 0; s < g.samples; ++s) {
+      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
+      const float* w = weights + static_cast<std::size_t>(s) * g.heads * tt;
+      const float* go = dy + static_cast<std::size_t>(s) * t * d;
+      float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
+      gemm(true, false, t, hd, t, 1.0f, {w, t, tt}, {go, d, hd}, 0.0f, dbase + 2 * d, ld, hd, g.heads);  // dv
+      gemm(false, true, t, t, hd, 1.0f, {go, d, hd}, {base + 2 * d, ld, hd}, 0.0f,
+           dweights + static_cast<std::size_t>(s) * g.heads * tt, t, tt, g.heads);  // d weights
+    }
+  }
+
+  void probabilities_backward(const float* probs, float* dprobs, const float* qkv, float* dqkv,
+                              const AttentionGeometry& g) override {
     const int t = g.positions, d = g.width(), hd = g.head_dim, ld = 3 * d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const long long tt = static_cast<long long>(t) * t;
-    float* ds = device_scores(static_cast<std::size_t>(g.samples) * g.heads * tt);
+    causal_softmax_grad(probs, dprobs, g.samples * g.heads * t, t, stream());
     for (int s = 0; s < g.samples; ++s) {
       const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
-      const float* p = probs + static_cast<std::size_t>(s) * g.heads * tt;
-      const float* go = dy + static_cast<std::size_t>(s) * t * d;
-      float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
-      gemm(true, false, t, hd, t, 1.0f, {p, t, tt}, {go, d, hd}, 0.0f, dbase + 2 * d, ld, hd, g.heads);  // dv
-      gemm(false, true, t, t, hd, 1.0f, {go, d, hd}, {base + 2 * d, ld, hd}, 0.0f,
-           ds + static_cast<std::size_t>(s) * g.heads * tt, t, tt, g.heads);  // dp
-    }
-    causal_softmax_grad(probs, ds, g.samples * g.heads * t, t, stream());
-    for (int s = 0; s < g.samples; ++s) {
-      const float* base = qkv + static_cast<std::size_t>(s) * t * ld;
-      const float* dss = ds + static_cast<std::size_t>(s) * g.heads * tt;
+      const float* dss = dprobs + static_cast<std::size_t>(s) * g.heads * tt;
       float* dbase = dqkv + static_cast<std::size_t>(s) * t * ld;
       gemm(false, false, t, hd, t, scale, {dss, t, tt}, {base + d, ld, hd}, 0.0f, dbase, ld, hd, g.heads);  // dq
       gemm(true, false, t, hd, t, scale, {dss, t, tt}, {base, ld, hd}, 0.0f, dbase + d, ld, hd, g.heads);  // dk
@@ -79,23 +89,7 @@ class CudaAttentionOps final : public AttentionOps {
           "cublasSgemmStridedBatched (attention)");
   }
 
-  float* device_scores(std::size_t count) {
-    if (count > scores_count_) {
-      if (scores_) device_.release(scores_);
-      scores_ = static_cast<float*>(device_.allocate(count * sizeof(float)));
-      scores_count_ = count;
-    }
-    return scores_;
-  }
-
   CudaDevice& device_;
-  float* scores_ = nullptr;
-  std::size_t scores_count_ = 0;
-
- public:
-  ~CudaAttentionOps() override {
-    if (scores_) device_.release(scores_);
-  }
 };
 
 std::unique_ptr<AttentionOps> make_cuda_attention_ops(Device& device) {
