@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs this source tree with Spack, offline, from the machine's own packages:
 # a self-contained Spack environment (in a temporary folder) with externals for
-# the compiler, CMake, MPI, HDF5, BLAS, Boost, zlib, nlohmann-json and Catch2, a repository that
+# the compiler, CMake, MPI, HDF5, BLAS, oneDNN, Boost, zlib, nlohmann-json and Catch2, a repository that
 # holds package.py, and a `develop` spec on this checkout; then
 # `spack install --test=root` and `spack test run`. Prints PASS or FAIL.
 #
@@ -79,6 +79,7 @@ spack:
     mpi: {require: [openmpi]}
     hdf5: {buildable: false, externals: [{spec: hdf5@$(version libhdf5-dev)~mpi+hl api=default, prefix: /usr}]}
     openblas: {buildable: false, externals: [{spec: openblas@$(version libopenblas-dev) threads=pthreads, prefix: /usr}]}
+    onednn: {buildable: false, externals: [{spec: onednn@$(version libdnnl-dev) cpu_runtime=omp gpu_runtime=none, prefix: /usr}]}
     blas: {require: [openblas]}
     lapack: {require: [openblas]}
     boost: {buildable: false, externals: [{spec: boost@$(version libboost-program-options-dev)+program_options, prefix: /usr}]}
