@@ -8,14 +8,17 @@
 namespace mpiddp::cpu {
 namespace {
 
-// oneDNN where linked, unless train.cpu_kernels says otherwise (Session sets it
-// before any product runs); read by every sgemm.
-CpuKernels active = onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas;
+// What auto means: oneDNN where this build links it.
+CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas; }
+
+// auto's library unless train.cpu_kernels says otherwise (Session sets it before
+// any product runs); read by every sgemm.
+CpuKernels active = automatic_library();
 
 }  // namespace
 
 void use_gemm_library(CpuKernels choice) {
-  if (choice == CpuKernels::automatic) choice = onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas;
+  if (choice == CpuKernels::automatic) choice = automatic_library();
   if (choice == CpuKernels::onednn && !onednn::linked())
     throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
                      "Spack: +onednn); use auto or openblas");
