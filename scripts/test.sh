@@ -35,7 +35,7 @@ if build/mpiddp inspect devices | grep -q "CUDA yes"; then
   cmake -S . -B build-cpu -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_ENABLE_ONEDNN=OFF "${launcher[@]}"
   cmake --build build-cpu -j"$jobs"
   (cd build-cpu && ctest --output-on-failure -j"$jobs" -L "unit|mpi" && \
-     ctest --output-on-failure -j"$jobs" -R "test_train_small|test_device_selection|gpu_training")
+     ctest --output-on-failure -j"$jobs" -R "test_train_small|test_device_selection|test_bench_commands|gpu_training")
 fi
 echo "=== the sanitizer build (address,undefined, CPU only) ==="
 cmake -S . -B build-asan -DMPIDDP_ENABLE_CUDA=OFF -DMPIDDP_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo \

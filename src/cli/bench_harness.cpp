@@ -10,6 +10,11 @@
 
 namespace mpiddp::bench {
 
+void check_seconds(double seconds) {
+  if (!(seconds > 0.0 && seconds <= 3600.0))
+    throw InputError("--seconds must be in (0, 3600], got " + std::to_string(seconds));
+}
+
 Times time_calls(const std::function<void()>& work, double seconds, int warmup) {
   for (int i = 0; i < warmup; ++i) work();
   std::vector<double> calls;

@@ -16,6 +16,9 @@ struct Times {
   int repetitions = 0;
 };
 
+// Throws InputError unless --seconds is in (0, 3600].
+void check_seconds(double seconds);
+
 // Calls `work` `warmup` times, then times single calls until `seconds` have
 // passed (at least 3 calls, at most 100000).
 Times time_calls(const std::function<void()>& work, double seconds, int warmup = 3);

@@ -93,10 +93,6 @@ class GemmMlp {
   std::vector<std::vector<float>> w_, b_, dw_, db_, act_, grad_;
 };
 
-void check_seconds(double seconds) {
-  if (!(seconds > 0.0 && seconds <= 3600.0)) throw InputError("--seconds must be in (0, 3600], got " + std::to_string(seconds));
-}
-
 int bench_matmul(const std::vector<std::string>& args) {
   std::string precision = "bf16";
   int size = 8192, device = 0;
@@ -114,7 +110,7 @@ int bench_matmul(const std::vector<std::string>& args) {
   const std::optional<Precision> kind = parse_choice<Precision>(precision);
   if (!kind) throw InputError("--precision: '" + precision + "' is not one of " + choice_list<Precision>());
   if (size < 1 || size > 65536) throw InputError("--size must be in [1, 65536], got " + std::to_string(size));
-  check_seconds(seconds);
+  bench::check_seconds(seconds);
   const MatmulResult result = cuda_matmul(device, *kind, size, seconds);
   std::printf("matmul %dx%dx%d %s on %s: %.1f TFLOP/s; wrong %zu of %zu\n", size, size, size, precision.c_str(),
               cuda_device_info(device).name.c_str(), result.tflops, result.wrong, result.checked);
@@ -126,6 +122,7 @@ int bench_matmul(const std::vector<std::string>& args) {
 int command_bench(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "matmul") return bench_matmul({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "conv") return command_bench_conv({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "peak") return command_bench_peak({args.begin() + 1, args.end()});
   std::string hidden = "256,128", kernels = "auto";
   int inputs = 784, outputs = 10, batch = 64, threads = 1;
   double seconds = 2.0;
@@ -139,7 +136,7 @@ int command_bench(const std::vector<std::string>& args) {
       ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn or openblas (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time");
   if (args.empty() || args[0] != "gemm")
-    throw InputError("usage: mpiddp bench gemm|conv|matmul|mlp [options] (see --help)");
+    throw InputError("usage: mpiddp bench gemm|conv|peak|matmul|mlp [options] (see --help)");
   po::variables_map values;
   if (!parse_command_options({args.begin() + 1, args.end()}, options, values)) return kExitOk;
   if (batch < 1) throw InputError("--batch must be at least 1, got " + std::to_string(batch));
@@ -147,7 +144,7 @@ int command_bench(const std::vector<std::string>& args) {
   const Config config = load_config("", {"--data.train", "x", "--model.hidden", hidden, "--train.batch_size",
                                          std::to_string(batch), "--train.cpu_kernels", kernels});
   check_bench_sizes("bench gemm", config, inputs, outputs, 1);
-  check_seconds(seconds);
+  bench::check_seconds(seconds);
   std::vector<int> widths = {inputs};
   for (int w : config.model.hidden) widths.push_back(w);
   widths.push_back(outputs);

@@ -75,7 +75,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
   if (g.n < 1 || g.c < 1 || g.h < 1 || g.out_c < 1 || g.kh < 1 || g.stride < 1 || g.padding < 0 ||
       g.kh > g.h + 2 * g.padding || g.n > 65536 || g.c > 65536 || g.h > 65536 || g.out_c > 65536)
     throw InputError("bench conv: sizes must be positive (padding >= 0), the kernel at most the padded input");
-  if (!(seconds > 0.0 && seconds <= 3600.0)) throw InputError("--seconds must be in (0, 3600]");
+  bench::check_seconds(seconds);
   // Input, output (twice each, with their gradients) and the im2col columns, in
   // floats, counted in double so absurd sizes cannot wrap around.
   const double floats = 2.0 * g.n * g.c * g.h * g.w + 3.0 * g.n * g.out_c * g.out_h() * g.out_w() +

@@ -25,6 +25,7 @@ const char* kUsage =
     "  inspect sampler --size N --world W --rank R    print a rank's DistributedSampler indices\n"
     "  inspect devices                                the GPUs this process can use\n"
     "  bench gemm [--batch B --hidden W,...]          speed limit of the MLP's matrix products (CPU)\n"
+    "  bench peak [--seconds S]                       one core's FP32 FMA peak per vector ISA\n"
     "  bench matmul [--precision bf16 --size N]       a large GPU matrix product's TFLOP/s\n"
     "  bench mlp [--device cuda --comm both ...]      training-step speed on synthetic data (mpirun/srun)\n"
     "  version                                        print the version\n"

@@ -125,6 +125,14 @@ expect_error() {
   pass "$name (exit $rc): $(grep '^mpiddp: error:' "$out")"
 }
 
+# expect_input_error NAME RANKS EXPECTED ARGS...: expect_error, and the exit code
+# is 2 (bad input), not a crash or an internal error.
+expect_input_error() {
+  expect_error "$@"
+  [ "${EXPECT_RC:-0}" = 2 ] || fail "$1: exit ${EXPECT_RC:-?}, expected 2 (bad input)"
+  ! grep -q "bad_alloc" "$WORK/$1.out" || fail "$1: std::bad_alloc"
+}
+
 # ---- background jobs (mpirun ... &) ----
 
 # wait_until SECONDS COMMAND...: polls COMMAND until it succeeds; non-zero if it never did in time.

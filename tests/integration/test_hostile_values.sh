@@ -7,12 +7,6 @@ source "$(dirname "$0")/lib.sh"
 require_python_modules h5py numpy
 
 # expect_input_error NAME RANKS TEXT ARGS...: expect_error, and the exit code of bad input (2).
-expect_input_error() {
-  expect_error "$@"
-  [ "${EXPECT_RC:-0}" = 2 ] || fail "$1: exit ${EXPECT_RC:-?}, expected 2 (bad input)"
-  ! grep -q "bad_alloc" "$WORK/$1.out" || fail "$1: std::bad_alloc"
-}
-
 make_blobs_shards "$WORK/good" 200 1 2
 base=(train --data.train "$WORK/good" --train.epochs 1 --run.dir "$WORK/run")
 
