@@ -1,6 +1,8 @@
 #include "mpiddp/common/trace.hpp"
 
 #include <fstream>
+#include <mutex>
+#include <set>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/json.hpp"
@@ -9,6 +11,13 @@ namespace mpiddp {
 namespace {
 Tracer* g_active = nullptr;  // the training thread is the only one that records
 }  // namespace
+
+const char* trace_label(const std::string& text) {
+  static std::mutex lock;
+  static std::set<std::string> labels;  // a node never moves: its c_str() stays valid
+  std::lock_guard<std::mutex> hold(lock);
+  return labels.insert(text).first->c_str();
+}
 
 Tracer* active_tracer() { return g_active; }
 void set_active_tracer(Tracer* tracer) { g_active = tracer; }
@@ -42,6 +51,7 @@ void Tracer::write(const std::string& path, const std::vector<std::pair<std::str
     // Microseconds with a fractional part (the format allows it): exact to the nanosecond.
     j["ts"] = static_cast<double>(e.ts_ns) / 1000.0;
     j["dur"] = static_cast<double>(e.dur_ns) / 1000.0;
+    if (e.kind) j["args"]["kind"] = e.kind;
     events.push_back(std::move(j));
   }
   Json file;

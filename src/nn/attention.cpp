@@ -37,6 +37,13 @@ double CausalSelfAttention::scratch_bytes(const Shape& in, std::size_t samples) 
   return sizeof(float) * n * (2 * 3 * t * d + 2 * t * d + 2 * static_cast<double>(heads_) * t * t + masks);
 }
 
+double CausalSelfAttention::forward_flops(const Shape& in) const {
+  const double t = static_cast<double>(in[0]), d = static_cast<double>(in[1]);
+  // c_attn and c_proj per position; q k^T and weights x v per head, over the
+  // whole T x T square (the products compute it; the mask zeroes half after).
+  return 2 * t * d * (3 * d) + 2 * t * d * d + 2 * (2 * t * t * d);
+}
+
 void CausalSelfAttention::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
   output_shape(in);
   positions_ = in[0];

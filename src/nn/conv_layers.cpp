@@ -52,6 +52,11 @@ double Conv2d::scratch_bytes(const Shape& in, std::size_t samples) const {
   return chunk * positions * (2 * rows + 2 * static_cast<double>(out_c_)) * sizeof(float);
 }
 
+double Conv2d::forward_flops(const Shape& in) const {
+  const Shape out = output_shape(in);
+  return 2 * static_cast<double>(element_count(out)) * static_cast<double>(in[0]) * kernel_ * kernel_;
+}
+
 std::string Conv2d::arguments() const {
   std::string text = std::to_string(in_.empty() ? 0 : in_[0]) + ", " + std::to_string(out_c_) +
                      ", kernel_size=" + std::to_string(kernel_);

@@ -23,6 +23,11 @@ Shape Linear::output_shape(const Shape& in) const {
   return {indexable(out_, "its output width")};
 }
 
+double Linear::forward_flops(const Shape& in) const {
+  const double positions = in.size() == 2 ? static_cast<double>(in[0]) : 1.0;
+  return 2 * positions * static_cast<double>(in.back()) * static_cast<double>(out_);
+}
+
 std::string Linear::arguments() const {
   return "in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
          (has_bias_ ? "" : ", bias=False") + (tied_ ? ", weight=layers." + std::to_string(tied_layer_) + ".weight" : "");

@@ -286,7 +286,7 @@ ModelPlan plan_model(const ModelConfig& model, const Shape& input, std::size_t o
     const std::vector<Shape> shapes = declare_layers(p.layers, p.input, store);
     check_output(p.input, shapes.back(), outputs);
     ModelPlan plan;
-    plan.layers = p.layers.size();
+    plan.layers = nested_layer_count(p.layers);
     plan.arrays = store.list().size();
     plan.parameters = static_cast<double>(store.declared_total());
     plan.buffers = static_cast<double>(store.declared_buffer_total());

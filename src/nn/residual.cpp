@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mpiddp/common/trace.hpp"
 #include "ops/pointwise/pointwise_ops.hpp"
 
 namespace mpiddp {
@@ -29,10 +30,13 @@ Shape LayerChain::output_shape(const Shape& in, const std::string& name) const {
 void LayerChain::declare(ParameterStore& params, const std::string& prefix, const std::string& name,
                          const Shape& in) {
   shapes_ = {in};
+  spans_.clear();
   for (std::size_t j = 0; j < layers_.size(); ++j) {
+    const std::string path = prefix + "." + name + "." + std::to_string(j);
+    spans_.push_back({trace_label("forward " + path), trace_label("backward " + path), trace_label(layers_[j]->kind())});
     try {
       shapes_.push_back(layers_[j]->output_shape(shapes_.back()));
-      layers_[j]->declare(params, prefix + "." + name + "." + std::to_string(j), shapes_[j]);
+      layers_[j]->declare(params, path, shapes_[j]);
     } catch (const LayerError& e) {
       throw LayerError(branch_position(name, j) + " " + layers_[j]->kind() + ": " + e.what());
     }
@@ -50,6 +54,7 @@ void LayerChain::bind(Device& device) {
 const Matrix& LayerChain::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t j = 0; j < layers_.size(); ++j) {
+    TraceSpan span(spans_[j].forward, -1, spans_[j].kind);
     layers_[j]->forward(*input, outputs_[j], ctx);
     input = &outputs_[j];
   }
@@ -60,6 +65,7 @@ void LayerChain::backward(const Matrix& x, const Matrix& dy, Matrix* dx, Paramet
   const Matrix* grad = &dy;
   Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t j = layers_.size(); j-- > 0;) {
+    TraceSpan span(spans_[j].backward, -1, spans_[j].kind);
     const Matrix& input = j == 0 ? x : outputs_[j - 1];
     Matrix* grad_input = j == 0 ? dx : buffers[j % 2];
     layers_[j]->backward(input, outputs_[j], *grad, grad_input, params, accumulate);
@@ -82,6 +88,16 @@ double LayerChain::scratch_bytes(const Shape& in, std::size_t samples) const {
     bytes += 3.0 * static_cast<double>(samples) * static_cast<double>(element_count(shape)) * sizeof(float);
   }
   return bytes;
+}
+
+double LayerChain::forward_flops(const Shape& in) const {
+  double flops = 0;
+  Shape shape = in;
+  for (const auto& layer : layers_) {
+    flops += layer->forward_flops(shape);
+    shape = layer->output_shape(shape);
+  }
+  return flops;
 }
 
 Shape Residual::output_shape(const Shape& in) const {
@@ -118,6 +134,10 @@ double Residual::scratch_bytes(const Shape& in, std::size_t samples) const {
   const double gradient = static_cast<double>(samples) * static_cast<double>(element_count(in)) * sizeof(float);
   return body_.scratch_bytes(in, samples) + shortcut_.scratch_bytes(in, samples) +
          (shortcut_.empty() ? 0.0 : gradient);
+}
+
+double Residual::forward_flops(const Shape& in) const {
+  return body_.forward_flops(in) + shortcut_.forward_flops(in);
 }
 
 void Residual::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {

@@ -31,7 +31,10 @@ Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& 
       grad_b_(device_),
       grad_output_(device_) {
   for (std::size_t i = 0; i <= layers_.size(); ++i) activations_.emplace_back(device_);
-  for (auto& layer : layers_) layer->bind(*device_);
+  for (auto& layer : layers_) {
+    layer->bind(*device_);
+    kinds_.push_back(trace_label(layer->kind()));
+  }
   shapes_ = declare_layers(layers_, input, params_);
   try {
     params_.allocate(device_);
@@ -66,7 +69,7 @@ void Sequential::set_cross_rank(CrossRank* collectives) {
 const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    TraceSpan span("forward layer", static_cast<int>(i));
+    TraceSpan span("forward layer", static_cast<int>(i), kinds_[i]);
     try {
       layers_[i]->forward(*input, activations_[i + 1], ctx);
     } catch (const LayerError& e) {
@@ -85,7 +88,7 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
   const Matrix* grad = &grad_output;
   Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    TraceSpan span("backward layer", static_cast<int>(i));
+    TraceSpan span("backward layer", static_cast<int>(i), kinds_[i]);
     const Matrix& input = i == 0 ? *first_input_ : activations_[i];
     // The network input needs no gradient: skipping it saves the largest GEMM.
     Matrix* grad_input = i == 0 ? input_grad : buffers[i % 2];
@@ -118,6 +121,25 @@ void describe_layer(const Layer& layer, const std::string& name, const Shape& ou
 }
 
 }  // namespace
+
+std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers) {
+  std::size_t count = 0;
+  std::vector<const Layer*> open;
+  for (const auto& layer : layers) open.push_back(layer.get());
+  while (!open.empty()) {
+    const Layer* layer = open.back();
+    open.pop_back();
+    ++count;
+    for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
+  }
+  return count;
+}
+
+double Sequential::training_flops_per_sample() const {
+  double flops = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) flops += (i == 0 ? 2 : 3) * layers_[i]->forward_flops(shapes_[i]);
+  return flops;
+}
 
 std::string Sequential::describe() const {
   std::string text;

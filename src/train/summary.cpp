@@ -46,6 +46,8 @@ void write_summary(const TrainSummary& sm, bool classification, RunOutput& outpu
     json["train_tokens_per_s"] = sm.train_samples_per_s * sm.context;
     json["test_bits_per_token"] = sm.evaluated ? sm.test_loss / kLn2 : -1.0;
   }
+  json["train_flops_per_sample"] = sm.train_flops_per_sample;
+  json["train_gflops_per_s_per_rank"] = sm.train_gflops_per_s_per_rank;
   json["train_s"] = sm.train_s;
   json["wall_s"] = sm.wall_s;
   json["data_wait_share"] = sm.data_wait_share;
@@ -64,6 +66,7 @@ void write_summary(const TrainSummary& sm, bool classification, RunOutput& outpu
               format_duration(sm.wall_s).c_str(), sm.train_samples_per_s, 100 * sm.data_wait_share,
               100 * sm.allreduce_share);
   if (sm.context > 0) std::printf(", %.0f tokens/s", sm.train_samples_per_s * sm.context);
+  if (sm.train_gflops_per_s_per_rank > 0) std::printf(", %.1f GFLOP/s per rank", sm.train_gflops_per_s_per_rank);
   if (accuracy && sm.context > 0)
     std::printf(", test loss %.4f nats/token (%.4f bits/token)", sm.test_loss, sm.test_loss / kLn2);
   else if (accuracy)

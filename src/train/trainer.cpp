@@ -48,7 +48,7 @@ class Trainer {
                  session.augmenter ? &*session.augmenter : nullptr),
         progress_(session),
         checkpointer_(session),
-        tracing_(session.config, session.comm, session.model->layers().size(), session.reducer->buckets().size(),
+        tracing_(session.config, session.comm, nested_layer_count(session.model->layers()), session.reducer->buckets().size(),
                  *session.compute.device),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
@@ -329,6 +329,9 @@ TrainSummary Trainer::finish() {
       static_cast<double>(comm.allreduce_max(static_cast<std::int64_t>(train_s_ * 1e6))) / 1e6;
   summary_.train_samples_per_s = static_cast<double>(summary_.train_samples) / std::max(1e-9, slowest_train_s);
   summary_.context = config_.data.context;
+  summary_.train_flops_per_sample = s_.model->training_flops_per_sample();
+  summary_.train_gflops_per_s_per_rank =
+      summary_.train_flops_per_sample * summary_.train_samples_per_s / comm.size() / 1e9;
   summary_.data_wait_share = totals[0] / comm.size() / std::max(1e-9, train_s_);
   summary_.allreduce_share = totals[1] / comm.size() / std::max(1e-9, train_s_);
   summary_.compute_share = std::max(0.0, 1.0 - summary_.data_wait_share - summary_.allreduce_share);

@@ -143,7 +143,7 @@ expect_input_error budget-conv-channels 2 "model.layers = 'conv2d(1073741824,1) 
   "${base[@]}" --run.dir "$WORK/s7" --model.input_shape 8,1,1 --model.layers "conv2d(1073741824,1) flatten linear"
 expect_input_error budget-conv-padding 2 "model.layers = 'conv2d(8,3,padding=10000) maxpool2d(100) flatten linear' and train.batch_size = 64 need about 2.31 TiB per rank (model 18.3 MiB for 960155 parameters, batches 2.31 TiB" \
   "${base[@]}" --run.dir "$WORK/s8" --model.input_shape 2,2,2 --model.layers "conv2d(8,3,padding=10000) maxpool2d(100) flatten linear"
-expect_input_error budget-trace-steps 2 "trace window 928 GiB for train.trace_steps = 1000000000" \
+expect_input_error budget-trace-steps 2 "trace window 1.13 TiB for train.trace_steps = 1000000000" \
   "${base[@]}" --run.dir "$WORK/s9" --train.trace_steps 1000000000
 # 100,000 layers, from an input file (too long for a command line).
 { printf '[data]\ntrain = %s\n[model]\nlayers = ' "$WORK/good"; printf 'relu %.0s' $(seq 99999); printf 'linear\n'; } > "$WORK/long.ini"

@@ -49,4 +49,17 @@ summary = json.loads(text)
 assert list(summary)[:3] == ["status", "test_accuracy", "test_loss"] and summary["status"] == "completed", summary
 assert isinstance(summary["steps"], int) and summary["steps"] == 80 and summary["world_size"] == 1, summary
 PY
+# Training FLOPs per sample from the geometry, 8 -> 16 -> 3: the first product runs forward and weight
+# gradient (its input gradient is never needed), the second also its input gradient.
+"$PYTHON" - "$WORK/run/summary.json" <<'PY' && pass "summary: training FLOPs per sample and GFLOP/s per rank" \
+  || fail "FLOP fields"
+import json, sys
+s = json.load(open(sys.argv[1]))
+want = 2 * (2 * 8 * 16) + 3 * (2 * 16 * 3)
+assert s["train_flops_per_sample"] == want, (s["train_flops_per_sample"], want)
+rate = want * s["train_samples_per_s"] / s["world_size"] / 1e9
+assert abs(s["train_gflops_per_s_per_rank"] - rate) <= 1e-9 * rate, (s["train_gflops_per_s_per_rank"], rate)
+PY
+grep -q "samples/s (data wait .*), [0-9.]* GFLOP/s per rank" "$WORK/train.log" && pass "the closing line gives GFLOP/s per rank" \
+  || fail "closing line: $(grep '^done' "$WORK/train.log")"
 finish

@@ -117,5 +117,51 @@ first=$(head -1 <<< "$jobs") second=$(tail -1 <<< "$jobs")
   && grep -q "^$WORK/on/trace/$first-merged.json: 2 rank(s)" "$WORK/merge3.log" \
   && pass "trace-merge --job merges the first job" || fail "trace-merge --job: $(cat "$WORK/merge3.log")"
 
+# ---- layers inside residual blocks get spans of their own; scripts/trace-shares ----
+make_image_shards "$WORK/images" 256 2 2
+run_ranks 2 train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16 \
+  --model.layers "conv2d(4,3,padding=1) residual(conv2d(4,3,padding=1) batchnorm2d relu residual(relu)) flatten linear" \
+  --train.max_steps 6 --train.eval false --train.trace_steps 3 --checkpoint.every_epochs 0 --run.dir "$WORK/res" \
+  > "$WORK/res.log" 2>&1 || fail "traced residual run exited $?"
+"$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/res" --json > "$WORK/shares.json" 2> "$WORK/shares.err" \
+  || fail "trace-shares: $(cat "$WORK/shares.err")"
+"$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/res" > "$WORK/shares.txt" 2>&1 || fail "trace-shares (text) exited $?"
+"$PYTHON" - "$WORK/res/trace" "$WORK/shares.json" "$WORK/shares.txt" <<'PY' \
+  && pass "inner layers: their own spans with their kinds; trace-shares: kinds and the rest add up to 100%" \
+  || fail "residual trace or trace-shares"
+import glob, json, re, sys
+kinds = {"layers.0": "Conv2d", "layers.1": "Residual", "layers.1.body.0": "Conv2d", "layers.1.body.1": "BatchNorm2d",
+         "layers.1.body.2": "ReLU", "layers.1.body.3": "Residual", "layers.1.body.3.body.0": "ReLU",
+         "layers.2": "Flatten", "layers.3": "Linear"}
+for path in sorted(glob.glob(sys.argv[1] + "/job-*-rank-*.json")):
+    spans = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    seen = {}
+    for e in spans:
+        m = re.fullmatch(r"(forward|backward) (layer (\d+)|(layers\.[\w.]+))", e["name"])
+        if m:
+            name = "layers." + m[3] if m[3] else m[4]
+            assert e["args"]["kind"] == kinds[name], (path, e)
+            seen[(m[1], name)] = seen.get((m[1], name), 0) + 1
+    # 3 traced steps: a forward and a backward span of every layer, nested ones too, in each.
+    assert seen == {(d, n): 3 for d in ("forward", "backward") for n in kinds}, (path, seen)
+    # An inner span lies inside its block's span.
+    outer = [e for e in spans if e["name"] == "forward layer 1"]
+    inner = [e for e in spans if e["name"] == "forward layers.1.body.3.body.0"]
+    assert all(any(o["ts"] <= i["ts"] and i["ts"] + i["dur"] <= o["ts"] + o["dur"] for o in outer) for i in inner)
+result = json.load(open(sys.argv[2]))
+shares = result["shares"]
+assert result["ranks"] == 2 and result["steps"] == 3, result
+assert abs(sum(shares.values()) - 1) < 1e-9 and all(v >= 0 for v in shares.values()), shares
+for kind in ("Conv2d", "BatchNorm2d", "ReLU", "Residual", "Linear", "optimizer", "loss", "other"):
+    assert shares.get(kind, 0) > 0, (kind, shares)
+assert list(shares.values()) == sorted(shares.values(), reverse=True), shares
+text = open(sys.argv[3]).read()
+assert re.fullmatch(r"([\w -]+ \d+\.\d%, )+[\w -]+ \d+\.\d% \(2 ranks, 3 steps\)\n", text) and "Conv2d " in text, text
+PY
+"$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/off" > "$WORK/shares-off.log" 2>&1 \
+  && fail "trace-shares without traces succeeded" \
+  || { grep -q "^trace-shares: error: no trace files" "$WORK/shares-off.log" && pass "trace-shares refuses a run without traces" \
+       || fail "trace-shares error: $(cat "$WORK/shares-off.log")"; }
+
 expect_error negative_trace_steps 1 "train.trace_steps" train "$WORK/trace.ini" --train.trace_steps -1 --run.dir "$WORK/bad"
 finish

@@ -249,7 +249,7 @@ TEST_CASE("the memory budget counts model.layers as it counts model.hidden", "[n
                                       "for 12884901891 parameters, batches") &&
                         Catch::Contains("of memory"));
   CHECK_THROWS_WITH(check_memory_budget(config({"--train.trace_steps", "1000000000"}), shape),
-                    Catch::Contains("trace window 928 GiB for train.trace_steps = 1000000000"));
+                    Catch::Contains("trace window 1.13 TiB for train.trace_steps = 1000000000"));
   // The shards' sample shape (or model.input_shape) is what image layers get.
   const Config conv = config({"--model.layers", "conv2d(1073741824,1) flatten linear"});
   const JobShape images{200, 8, 3, 1, "data", {8, 1, 1}};

@@ -101,3 +101,23 @@ TEST_CASE("attention dropout: off in evaluation, masks in training, exact gradie
   train.counter = 0;
   test::check_gradients(*dropped, x, train, {1e-2f, 2e-3, 2e-2}, "causal_self_attention with dropout 0.4");
 }
+
+TEST_CASE("training FLOPs per sample count every matrix product from the layers' geometry", "[nn][flops]") {
+  ModelConfig config;
+  // A GPT: per block c_attn, c_proj, two T x T products per head group, the MLP; then the tied head.
+  const double t = 6, d = 8, v = 11, blocks = 2;
+  config.layers = gpt2_layers(2, 8, 2, 11, "linear(tie=0)");
+  auto gpt = build_model(config, Shape{6}, 11, 1);
+  const double block = 2 * t * d * 3 * d + 2 * t * d * d + 4 * t * t * d + 2 * (2 * t * d * 4 * d);
+  // The first layer (the embedding) does no product, so every product runs three times.
+  CHECK(gpt->training_flops_per_sample() == Approx(3 * (blocks * block + 2 * t * d * v)).epsilon(1e-12));
+
+  // A CNN whose first layer is a convolution: its input gradient is never computed (2 passes, not 3);
+  // a residual block counts its body and its shortcut.
+  config.layers = "conv2d(4,3,padding=1) relu residual(conv2d(6,3,stride=2,padding=1) ; conv2d(6,1,stride=2)) "
+                  "flatten linear(10)";
+  auto cnn = build_model(config, Shape{1, 8, 8}, 10, 1);
+  const double conv1 = 2.0 * 4 * 8 * 8 * 1 * 9, body = 2.0 * 6 * 4 * 4 * 4 * 9, shortcut = 2.0 * 6 * 4 * 4 * 4;
+  const double head = 2.0 * 6 * 4 * 4 * 10;
+  CHECK(cnn->training_flops_per_sample() == Approx(2 * conv1 + 3 * (body + shortcut + head)).epsilon(1e-12));
+}

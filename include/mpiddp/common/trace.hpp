@@ -51,8 +51,11 @@ class Tracer {
   }
   // A complete event ("X"), times from tick(). `name` must outlive the tracer (a
   // literal); `index` >= 0 is appended to it when written ("forward layer 3").
-  void complete(const char* name, int index, int track, std::int64_t start_ns, std::int64_t end_ns) {
-    events_.push_back({name, index, track, start_ns, end_ns - start_ns});
+  // `kind` (a literal or a trace_label, or null): the layer kind a layer's span
+  // runs, written as args.kind (scripts/trace-shares sums the time per kind).
+  void complete(const char* name, int index, int track, std::int64_t start_ns, std::int64_t end_ns,
+                const char* kind = nullptr) {
+    events_.push_back({name, index, track, kind, start_ns, end_ns - start_ns});
   }
   // Names a track (a metadata event in the file).
   void name_track(int track, std::string name);
@@ -69,6 +72,7 @@ class Tracer {
     const char* name;
     int index;
     int track;
+    const char* kind;
     std::int64_t ts_ns, dur_ns;
   };
   int rank_;
@@ -79,6 +83,11 @@ class Tracer {
   TraceAnnotator* annotator_ = nullptr;
 };
 
+// A span name made at run time ("forward layers.3.body.0"), kept for the life of
+// the process so a span may point at it; call it when a model is built, never
+// while a step runs (it takes a lock and may allocate).
+const char* trace_label(const std::string& text);
+
 // The tracer that hooks record into; null when nothing is traced.
 Tracer* active_tracer();
 void set_active_tracer(Tracer* tracer);
@@ -86,14 +95,15 @@ void set_active_tracer(Tracer* tracer);
 // RAII span on the host track: from construction to destruction.
 class TraceSpan {
  public:
-  explicit TraceSpan(const char* name, int index = -1) : tracer_(active_tracer()), name_(name), index_(index) {
+  explicit TraceSpan(const char* name, int index = -1, const char* kind = nullptr)
+      : tracer_(active_tracer()), name_(name), index_(index), kind_(kind) {
     if (!tracer_) return;
     if (TraceAnnotator* a = tracer_->annotator()) a->push(name_, index_);
     start_ns_ = tracer_->tick();
   }
   ~TraceSpan() {
     if (!tracer_) return;
-    tracer_->complete(name_, index_, kTraceMainTrack, start_ns_, tracer_->tick());
+    tracer_->complete(name_, index_, kTraceMainTrack, start_ns_, tracer_->tick(), kind_);
     if (TraceAnnotator* a = tracer_->annotator()) a->pop();
   }
   TraceSpan(const TraceSpan&) = delete;
@@ -103,6 +113,7 @@ class TraceSpan {
   Tracer* tracer_;
   const char* name_;
   int index_;
+  const char* kind_;
   std::int64_t start_ns_ = 0;
 };
 

@@ -22,6 +22,7 @@ class CausalSelfAttention final : public Layer {
   Shape output_shape(const Shape& in) const override;
   std::string arguments() const override;  // "n_embd=128, n_head=4"
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
+  double forward_flops(const Shape& in) const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   void initialize(ParameterStore& params, std::uint64_t seed) override;
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;

@@ -17,6 +17,7 @@ class Conv2d final : public Layer {
   bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
+  double forward_flops(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C * k * k.

@@ -59,6 +59,11 @@ class Layer {
   // shape `in` (im2col columns, dropout masks, argmax), from above: the memory
   // budget counts it before anything is allocated.
   virtual double scratch_bytes(const Shape& /*in*/, std::size_t /*samples*/) const { return 0; }
+  // Floating-point operations of the matrix products in one sample's forward
+  // pass (a multiply-add counts 2), for input shape `in`: what throughput is
+  // measured against the FMA peak in. Element-wise layers count 0, by the usual
+  // convention (they are bound by memory, not arithmetic).
+  virtual double forward_flops(const Shape& /*in*/) const { return 0; }
   // Registers parameters and buffers under `prefix` (e.g. "layers.0"), for inputs of shape `in`.
   virtual void declare(ParameterStore&, const std::string& /*prefix*/, const Shape& /*in*/) {}
   // Writes initial values into the host copies (after ParameterStore::allocate).

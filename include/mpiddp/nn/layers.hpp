@@ -21,6 +21,7 @@ class Linear final : public Layer {
   void tie_to(Embedding& embedding, std::size_t k, bool own_width);
   std::string kind() const override { return "Linear"; }
   Shape output_shape(const Shape& in) const override;
+  double forward_flops(const Shape& in) const override;
   std::string arguments() const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.

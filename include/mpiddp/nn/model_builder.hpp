@@ -61,7 +61,7 @@ std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& i
 // are doubles (hostile ones multiply past 64 bits); activation and scratch
 // sizes are for `samples` samples per batch. Throws what build_model throws.
 struct ModelPlan {
-  std::size_t layers = 0;
+  std::size_t layers = 0;       // every layer, those inside residual blocks too (nested_layer_count)
   std::size_t arrays = 0;        // parameter arrays (weight, bias, ...)
   double parameters = 0;         // trained floats
   double buffers = 0;            // other float state (BatchNorm's running statistics)

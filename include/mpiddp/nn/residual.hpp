@@ -26,6 +26,7 @@ class LayerChain {
   void backward(const Matrix& x, const Matrix& dy, Matrix* dx, ParameterStore& params, bool accumulate);
   // Per batch: the outputs kept for backward and the layers' own scratch.
   double scratch_bytes(const Shape& in, std::size_t samples) const;
+  double forward_flops(const Shape& in) const;  // per sample, all its layers'
   // Each layer as "<name>.<j>" with its output shape (after declare()).
   void list_inner(const std::string& name, std::vector<InnerLayer>& out) const;
 
@@ -34,6 +35,11 @@ class LayerChain {
   std::vector<Shape> shapes_;     // [j]: input of layer j
   std::vector<Matrix> outputs_;   // [j]: output of layer j
   Matrix grad_a_{nullptr}, grad_b_{nullptr};
+  // Trace span names ("forward layers.3.body.0") and the layer's kind, made once in declare().
+  struct SpanLabels {
+    const char *forward, *backward, *kind;
+  };
+  std::vector<SpanLabels> spans_;
 };
 
 class Residual final : public Layer {
@@ -45,6 +51,7 @@ class Residual final : public Layer {
   bool needs_images() const override;
   std::size_t min_training_batch() const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
+  double forward_flops(const Shape& in) const override;
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   void initialize(ParameterStore& params, std::uint64_t seed) override;
   std::string arguments() const override;

@@ -43,6 +43,11 @@ class Sequential {
   void backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready,
                 Matrix* input_grad = nullptr);
 
+  // Floating-point operations of one training sample's matrix products:
+  // forward, weight gradients and input gradients (each as many as the forward
+  // pass), less the first layer's input gradient, which training never computes.
+  double training_flops_per_sample() const;
+
   // One line per layer, like torchinfo: name, module, output shape, parameters.
   std::string describe() const;
 
@@ -56,7 +61,12 @@ class Sequential {
   Matrix grad_a_, grad_b_, grad_output_;
   const Matrix* first_input_ = nullptr;
   ParameterStore params_;
+  std::vector<const char*> kinds_;  // each layer's kind, for its trace spans (trace_label)
 };
+
+// Layers with those inside residual blocks, at any depth (after declare()): what
+// the trace counts spans for.
+std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers);
 
 // "layer 4 (layers.3)": how errors name a layer.
 std::string layer_position(std::size_t index);

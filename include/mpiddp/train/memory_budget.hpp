@@ -35,10 +35,11 @@ double estimated_rank_bytes(const Config& config, const JobShape& shape);
 void check_memory_budget(const Config& config, const JobShape& shape);
 
 // The events train.trace_steps reserves up front (TraceWindow): per micro-batch a
-// forward and a backward span per layer and 3 more, per step one per gradient
-// bucket and 16 more. A double: hostile settings multiply past 64 bits.
+// forward and a backward span per layer (nested_layer_count: those inside residual
+// blocks too) and 3 more, per step one per gradient bucket and 16 more. A double:
+// hostile settings multiply past 64 bits.
 double trace_window_events(const Config& config, double layers, double buckets);
-// Bytes of one recorded trace event (Tracer's name, index, track, start, duration).
-constexpr double kTraceEventBytes = 32;
+// Bytes of one recorded trace event (Tracer's name, index, track, kind, start, duration).
+constexpr double kTraceEventBytes = 40;
 
 }  // namespace mpiddp

@@ -21,6 +21,9 @@ struct TrainSummary {
   std::int64_t global_batch = 0;
   double train_samples_per_s = 0.0;
   int context = 0;  // data.context: > 0 for a sequence model, whose loss is per token
+  // The matrix products' floating-point operations per training sample (Sequential::
+  // training_flops_per_sample), and what the throughput makes of them per rank.
+  double train_flops_per_sample = 0.0, train_gflops_per_s_per_rank = 0.0;
   double train_s = 0.0, wall_s = 0.0;
   double data_wait_share = 0.0, compute_share = 0.0, allreduce_share = 0.0;
   bool preempted = false;  // stopped by a signal after checkpointing

@@ -1,0 +1,104 @@
+"""Where the traced steps' time goes: a share per layer kind, and the rest.
+
+usage: scripts/trace-shares RUN_DIR [--job TAG] [--json]
+
+Reads one job's per-rank traces (train.trace_steps; the newest job unless --job)
+and splits the time of its traced steps ("step N" spans) on the host track by
+what ran: every layer's forward and backward span carries its kind (args.kind:
+Conv2d, BatchNorm2d, ...; a layer inside a residual block has its own span, and
+the block keeps only the time outside its layers, the additions, as Residual),
+"loss", "optimizer", "all-reduce wait" (gradient wait and parameter all-gather:
+communication the step did not hide), "data" (data wait, staging the batch) and
+"other" (the rest of the step: agreement, checkpoints, bookkeeping). Each span
+counts its own time less that of the spans nested in it, so the shares add up to
+100%. The shares are averaged over the ranks. Printed as one line, largest first:
+  Conv2d 48.1%, BatchNorm2d 17.9%, ReLU 6.2%, ... (2 ranks, 20 steps)
+--json prints {"shares": {...}, "ranks": R, "steps": S} instead.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+from .errors import die, set_program
+from .trace_merge import choose_job, find_jobs, load
+
+COMMUNICATION = {"gradient wait", "parameter all-gather"}
+DATA = {"data wait", "stage batch", "prefetch"}
+OWN = {"loss", "optimizer"}
+
+
+def category(span):
+    """What a span's own time counts as."""
+    args = span.get("args")
+    if isinstance(args, dict) and isinstance(args.get("kind"), str):
+        return args["kind"]
+    name = span["name"]
+    if name in COMMUNICATION:
+        return "all-reduce wait"
+    if name in DATA:
+        return "data"
+    return name if name in OWN else "other"
+
+
+def rank_times(trace):
+    """({category: microseconds of own time inside traced steps}, step microseconds, steps) of one rank."""
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X" and e.get("tid") == 0 and "dur" in e]
+    spans.sort(key=lambda e: (e["ts"], -e["dur"]))
+    times, step_time, steps = {}, 0.0, 0
+    stack = []  # [span, own time so far, inside a step]
+    def close(entry):
+        span, own, in_step = entry
+        if in_step and not re.fullmatch(r"step \d+", span["name"]):
+            times[category(span)] = times.get(category(span), 0.0) + own
+    for span in spans:
+        while stack and span["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]:
+            close(stack.pop())
+        in_step = bool(stack and stack[-1][2])
+        if re.fullmatch(r"step \d+", span["name"]):
+            in_step = True
+            step_time += span["dur"]
+            steps += 1
+        if stack:
+            stack[-1][1] -= span["dur"]  # the parent's own time excludes this child
+        stack.append([span, span["dur"], in_step])
+    while stack:
+        close(stack.pop())
+    # A step's own time (between its top-level spans) is bookkeeping.
+    own_steps = step_time - sum(times.values())
+    if own_steps > 0:
+        times["other"] = times.get("other", 0.0) + own_steps
+    return times, step_time, steps
+
+
+def shares(run_dir, job=None):
+    """({category: share of the traced steps' time}, ranks, steps per rank)."""
+    trace_dir = os.path.join(run_dir, "trace")
+    jobs = find_jobs(trace_dir)
+    tag = choose_job(jobs, job, trace_dir)
+    total, per_rank_steps = {}, []
+    for _, path in jobs[tag]:
+        times, step_time, steps = rank_times(load(path))
+        if steps == 0 or step_time <= 0:
+            die(f"{path}: no traced step (set train.trace_steps and train for more than 2 steps)")
+        for name, t in times.items():
+            total[name] = total.get(name, 0.0) + t / step_time / len(jobs[tag])
+        per_rank_steps.append(steps)
+    return dict(sorted(total.items(), key=lambda item: -item[1])), len(jobs[tag]), min(per_rank_steps)
+
+
+def main(argv=None):
+    set_program("trace-shares")
+    parser = argparse.ArgumentParser(prog="trace-shares", description="Share of the traced steps' time per layer kind.")
+    parser.add_argument("run_dir")
+    parser.add_argument("--job", help="the job to read (the job-... prefix of its files; default: the newest)")
+    parser.add_argument("--json", action="store_true", help="JSON for scripts")
+    args = parser.parse_args(argv)
+    table, ranks, steps = shares(args.run_dir, args.job)
+    if args.json:
+        print(json.dumps({"shares": table, "ranks": ranks, "steps": steps}))
+    else:
+        print(", ".join(f"{name} {100 * share:.1f}%" for name, share in table.items()) +
+              f" ({ranks} rank{'s' if ranks != 1 else ''}, {steps} steps)")
+    return 0
