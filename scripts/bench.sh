@@ -2,7 +2,11 @@
 # Training throughput of the Fashion-MNIST MLP (784-256-128-10) and CNN
 # (inputs/fmnist_cnn.ini without augmentation), 1 BLAS thread per rank, at world
 # 1 and 2, next to PyTorch DDP (gloo) on the same model, batch and samples, and
-# the MLP next to the speed limit of its GEMMs alone.
+# the MLP next to the speed limit of its GEMMs alone; then a roofline table: each
+# model's FLOPs per sample, GFLOP/s per core at world 2 as a share of one core's
+# FMA peak (`mpiddp bench peak`), where the step time goes by layer kind (a trace
+# of 20 steps, scripts/trace-shares), exposed communication, and ZeRO stage 1
+# against stage 0 on the CNN.
 # usage: scripts/bench.sh [DATA_DIR] [BATCH_PER_RANK] [EPOCHS]
 #   DATA_DIR defaults to data/fmnist (created with prepare-fmnist.sh if absent).
 # Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch, BENCH_MLP=0 to skip the MLP
@@ -27,7 +31,31 @@ work=$(mktemp -d /tmp/mpiddp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # The library a run's banner names for the CPU's matrix products (train.cpu_kernels).
-library_of() { grep -o 'CPU matrix products: .*' "$1" | head -1; }
+library_of() { grep -o 'CPU kernels: .*' "$1" | head -1; }
+# One core's FP32 FMA peak, measured first, while nothing else runs.
+"$mpiddp" bench peak --seconds 1 > "$work/peak" 2>&1
+peak=$(sed -n 's/^peak: \([0-9.]*\) GFLOP\/s per core.*/\1/p' "$work/peak")
+grep '^peak:' "$work/peak"
+# Roofline rows, one per model at world 2 (printed at the end): roof_row NAME RUN_DIR PYTORCH_RATE UNITS_PER_SAMPLE.
+roof=()
+trace=(--train.trace_steps 20)
+roof_row() {
+  local s=$2/summary.json
+  roof+=("$(/usr/bin/python3 - "$1" "$s" "$3" "$4" "$peak" "$here/trace-shares" "$2" <<'PY'
+import json, subprocess, sys
+name, path, theirs, per, peak, shares_tool, run = sys.argv[1:]
+s = json.load(open(path))
+per = float(per)
+shares = subprocess.run([shares_tool, run, "--json"], capture_output=True, text=True)
+kinds = json.loads(shares.stdout)["shares"] if shares.returncode == 0 else {}
+top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in list(kinds.items())[:5]) or "no trace"
+gflops = s["train_gflops_per_s_per_rank"]
+theirs = "n/a" if theirs in ("", "n/a") else f"{float(theirs):.0f}"
+print(f"| {name} | {s['train_flops_per_sample'] / per / 1e6:.2f} | {s['train_samples_per_s'] * per:.0f} | {theirs} | "
+      f"{gflops:.1f} | {100 * gflops / float(peak):.1f}% | {100 * s['allreduce_share']:.1f}% | {top} |")
+PY
+)")
+}
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 pct() { /usr/bin/python3 -c "import sys; print(f'{100*float(sys.argv[1]):.1f}%')" "$1"; }
 
@@ -38,7 +66,8 @@ limit=0
 for i in $(seq "$cores"); do "$mpiddp" bench gemm --batch "$batch" --seconds 2 > "$work/gemm$i" & done
 wait
 for i in $(seq "$cores"); do
-  limit=$(/usr/bin/python3 -c "print(int($limit + float(open('$work/gemm$i').read().splitlines()[-1].split()[7])))")
+  rate=$(sed -n 's/.*: \([0-9.]*\) samples\/s, .*/\1/p' "$work/gemm$i" | tail -1)
+  limit=$(/usr/bin/python3 -c "print(int($limit + $rate))")
 done
 
 declare -A ours torch_rate
@@ -47,7 +76,7 @@ printf "|---|---|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_mlp.ini" --data.train "$data/train" --train.eval false \
     --train.epochs "$epochs" --train.batch_size "$batch" --train.threads 1 --checkpoint.every_epochs 0 \
-    --run.dir "$work/run$world" "${bench_args[@]}" > "$work/log$world" 2>&1
+    --run.dir "$work/run$world" "${bench_args[@]}" $( [ $world = 2 ] && echo "${trace[@]}") > "$work/log$world" 2>&1
   s=$work/run$world/summary.json
   ours[$world]=$(field "$s" train_samples_per_s)
   torch_rate[$world]="n/a"
@@ -65,6 +94,7 @@ echo
 echo "GEMM-only limit on $cores core(s): $limit samples/s; mpiddp at world 2 reaches" \
   "$(/usr/bin/python3 -c "print(f'{100*${ours[2]}/$limit:.0f}%')") of it;" \
   "world 2 / world 1 = $(/usr/bin/python3 -c "print(f'{${ours[2]}/${ours[1]}:.2f}')")"
+roof_row "MLP 784-256-128-10" "$work/run2" "${torch_rate[2]}" 1
 fi
 
 # The CNN: the same number of steps for both, each run timed from its start
@@ -79,7 +109,8 @@ printf "|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_cnn.ini" --data.train "$data/train" --train.eval false \
     --data.augment "" --train.max_steps "$cnn_steps" --train.batch_size "$batch" --train.threads 1 \
-    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" "${bench_args[@]}" > "$work/cnnlog$world" 2>&1
+    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" "${bench_args[@]}" $( [ $world = 2 ] && echo "${trace[@]}") \
+    > "$work/cnnlog$world" 2>&1
   s=$work/cnn$world/summary.json
   rate=$(field "$s" train_samples_per_s)
   theirs="n/a"
@@ -92,12 +123,28 @@ for world in 1 2; do
     "$theirs" "$speedup"
 done
 library_of "$work/cnnlog2"
+roof_row "CNN (fmnist_cnn.ini)" "$work/cnn2" "$theirs" 1
+# ZeRO stage 1 against stage 0 (the run above), same steps, world 2.
+"$mpiexec" -n 2 "$mpiddp" train "$root/inputs/fmnist_cnn.ini" --data.train "$data/train" --train.eval false \
+  --data.augment "" --train.max_steps "$cnn_steps" --train.batch_size "$batch" --train.threads 1 \
+  --checkpoint.every_epochs 0 --run.dir "$work/cnnzero" --ddp.zero_stage 1 "${bench_args[@]}" "${trace[@]}" \
+  > "$work/cnnzerolog" 2>&1
+roof_row "CNN, ZeRO stage 1" "$work/cnnzero" "" 1
+echo "ZeRO stage 1 / stage 0 samples/s (CNN, world 2): $(/usr/bin/python3 -c "print(f'{$(field "$work/cnnzero/summary.json" train_samples_per_s)/$(field "$work/cnn2/summary.json" train_samples_per_s):.3f}')")"
 fi
 
 # The ResNet (inputs/fmnist_resnet.ini, no augmentation) and the byte GPT (inputs/kjv_gpt.ini on data/kjv, if
 # prepared: scripts/prepare-kjv.sh), the same way. BENCH_MODEL_STEPS (default 100; 0 skips both).
 model_steps=${BENCH_MODEL_STEPS:-100}
-[ "$model_steps" != 0 ] || exit 0
+print_roofline() {
+  echo
+  echo "Roofline at world 2 (per core = per rank, 1 thread each; peak $peak GFLOP/s per core from mpiddp bench peak;" \
+    "FLOPs of the matrix products: forward, weight and input gradients):"
+  printf "| model | MFLOP per sample (token) | mpiddp samples (tokens)/s | PyTorch DDP gloo | GFLOP/s per core |"
+  printf " of FMA peak | exposed communication | step time by kind (trace) |\n|---|---|---|---|---|---|---|---|\n"
+  [ ${#roof[@]} = 0 ] || printf "%s\n" "${roof[@]}"
+}
+if [ "$model_steps" = 0 ]; then print_roofline; exit 0; fi
 bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world 1 and 2
   local name=$1 ini=$2 train=$3 unit=$4 context=$5 classes=$6; shift 6
   local list; list=$(/usr/bin/python3 -c "import configparser,sys; p=configparser.ConfigParser(inline_comment_prefixes=('#',)); p.read(sys.argv[1]); print(p['model']['layers'].replace(chr(10), ' '))" "$ini")
@@ -108,7 +155,7 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
   for world in 1 2; do
     "$mpiexec" -n $world "$mpiddp" train "$ini" --data.train "$train" --train.eval false --train.max_steps "$model_steps" \
       --train.threads 1 --checkpoint.every_epochs 0 --run.dir "$work/$name$world" "$@" "${bench_args[@]}" \
-      > "$work/${name}log$world" 2>&1
+      $( [ $world = 2 ] && echo "${trace[@]}") > "$work/${name}log$world" 2>&1
     local s=$work/$name$world/summary.json per=1 rate theirs="n/a" batch_per_rank
     [ "$context" = 0 ] || per=$context
     rate=$(/usr/bin/python3 -c "print($(field "$s" train_samples_per_s) * $per)")
@@ -123,8 +170,10 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
       "${theirs:-n/a}" "$speedup"
   done
   library_of "$work/${name}log2"
+  roof_row "$name ($(basename "$ini"))" "$work/${name}2" "$theirs" "$( [ "$context" = 0 ] && echo 1 || echo "$context")"
 }
 bench_model resnet "$root/inputs/fmnist_resnet.ini" "$data/train" samples 0 10 --data.augment ""
 kjv=${BENCH_KJV_DIR:-$root/data/kjv}
 if [ -d "$kjv/train" ]; then bench_model gpt "$root/inputs/kjv_gpt.ini" "$kjv/train" tokens 128 256
 else echo; echo "GPT: no $kjv/train (scripts/prepare-kjv.sh $kjv): skipped"; fi
+print_roofline

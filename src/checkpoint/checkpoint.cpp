@@ -18,6 +18,7 @@
 #include "attribute_checks.hpp"
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "flat_range.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "format3.hpp"
@@ -201,6 +202,7 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
     h5::write_double_attribute(f, "log_window_loss", state.log_window_loss);
     h5::write_double_attribute(f, "log_window_samples", state.log_window_samples);
     if (!state.run_id.empty()) h5::write_string_attribute(f, "run_id", state.run_id);
+    if (!state.cpu_kernels.empty()) h5::write_string_attribute(f, "cpu_kernels", state.cpu_kernels);
 
     h5::Handle param_group = make_group(f, "params", path);
     for (const auto& p : params.list()) write_array(param_group.get(), p.name, params.host_values() + p.offset, p.shape, path);
@@ -310,6 +312,12 @@ TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& p
   state.log_window_loss = h5::read_double_attribute(f, "log_window_loss", path);
   state.log_window_samples = h5::read_double_attribute(f, "log_window_samples", path);
   if (h5::has_attribute(f, "run_id")) state.run_id = h5::read_string_attribute(f, "run_id", path);
+  if (h5::has_attribute(f, "cpu_kernels")) {
+    state.cpu_kernels = h5::read_string_attribute(f, "cpu_kernels", path);
+    if (state.cpu_kernels != "onednn" && state.cpu_kernels != "openblas")
+      throw InputError(path + ": attribute 'cpu_kernels' is '" + printable(state.cpu_kernels) +
+                       "', must be onednn or openblas (damaged or edited checkpoint)");
+  }
   return state;
 }
 

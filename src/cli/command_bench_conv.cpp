@@ -13,7 +13,9 @@
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "ops/conv/conv_ops.hpp"
 
 namespace po = boost::program_options;
@@ -57,6 +59,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
   g.padding = 1;
   int threads = 1;
   double seconds = 1.0;
+  std::string kernels = "auto";
   po::options_description options("mpiddp bench conv");
   options.add_options()("help,h", "show this help")
       ("batch", po::value(&g.n)->default_value(g.n), "samples")
@@ -67,6 +70,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
       ("stride", po::value(&g.stride)->default_value(g.stride), "stride")
       ("padding", po::value(&g.padding)->default_value(g.padding), "padding")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
+      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn or openblas (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time per product");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
@@ -84,6 +88,8 @@ int command_bench_conv(const std::vector<std::string>& args) {
     throw InputError("bench conv: these sizes need about " + std::to_string(static_cast<long long>(floats * 4.0 / (1u << 30))) +
                      " GiB; at most 16 GiB");
   cpu::set_blas_threads(threads);
+  // The input-file parser checks the name.
+  cpu::use_gemm_library(load_config("", {"--data.train", "x", "--train.cpu_kernels", kernels}).train.cpu_kernels);
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();
@@ -107,9 +113,9 @@ int command_bench_conv(const std::vector<std::string>& args) {
   std::size_t checked = 0;
   const std::size_t wrong = check_conv(conv, small, checked);
   const double flops = 2.0 * static_cast<double>(out) * g.c * g.kh * g.kw;
-  char shape[160];
-  std::snprintf(shape, sizeof(shape), "conv im2col+openblas batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d",
-                g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding, threads);
+  char shape[200];
+  std::snprintf(shape, sizeof(shape), "conv %s batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d",
+                cpu::convolution_method(), g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding, threads);
   bench::print_line(std::string(shape) + " forward", forward, flops, wrong, checked);
   bench::print_line(std::string(shape) + " weight-grad", weight_grad, flops, wrong, checked);
   bench::print_line(std::string(shape) + " input-grad", input_grad, flops, wrong, checked);

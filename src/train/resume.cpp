@@ -315,9 +315,10 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
   });
   // The position and the writer's geometry reach every rank (an elastic resume
   // splits the rest of the epoch by them).
-  std::int64_t header[15] = {};
+  // The kernels it trained with travel as a code: 0 unknown (older file), 1 openblas, 2 onednn.
+  std::int64_t header[16] = {};
   if (state) {
-    const std::int64_t values[15] = {1,
+    const std::int64_t values[16] = {1,
                                      state->epoch,
                                      state->step_in_epoch,
                                      state->global_step,
@@ -331,7 +332,8 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
                                      state->batch_size,
                                      state->accumulate,
                                      state->shuffle ? 1 : 0,
-                                     state->drop_last ? 1 : 0};
+                                     state->drop_last ? 1 : 0,
+                                     state->cpu_kernels == "openblas" ? 1 : state->cpu_kernels == "onednn" ? 2 : 0};
     std::copy(std::begin(values), std::end(values), std::begin(header));
   }
   comm.broadcast(header, sizeof(header), 0);
@@ -352,6 +354,7 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
     state->accumulate = header[12];
     state->shuffle = header[13] != 0;
     state->drop_last = header[14] != 0;
+    state->cpu_kernels = header[15] == 1 ? "openblas" : header[15] == 2 ? "onednn" : "";
   }
   // Host copies travel over MPI (rank 0 read them), then go to each device.
   comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);

@@ -54,6 +54,26 @@ void check_training_batches(const Sequential& model, const Config& config, std::
   }
 }
 
+// A resume continues on the CPU kernels the run trained with (its checkpoint names
+// them), so it stays bit-exact: with train.cpu_kernels = auto they are taken
+// where this build has them. Otherwise (an explicit other choice, or oneDNN
+// missing from this build) the job goes on with its own, and the returned note
+// says that the rounding will differ from an uninterrupted run. Every rank
+// decides alike: the checkpoint's choice reached all of them.
+std::string keep_trained_kernels(const Config& config, const std::string& trained) {
+  const std::optional<CpuKernels> then = parse_choice<CpuKernels>(trained);
+  if (!then || *then == cpu::gemm_library()) return "";
+  const bool available = *then != CpuKernels::onednn || cpu::onednn_linked();
+  if (config.train.cpu_kernels == CpuKernels::automatic && available) {
+    cpu::use_gemm_library(*then);
+    return "";
+  }
+  return std::string("this run trained with CPU kernels ") + trained + " and continues with " +
+         name_of(cpu::gemm_library()) +
+         (available ? " (train.cpu_kernels)" : " (this mpiddp was built without oneDNN)") +
+         ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
+}
+
 }  // namespace
 
 StepPlan plan_steps(const Config& config, std::int64_t dataset_size, int world) {
@@ -251,6 +271,8 @@ void TrainingSession::restore(const std::string& resume) {
   // --resume auto) leaves it as it is: no output is reopened, so no file changes.
   complete = resumed && (resumed->epoch >= config.train.epochs ||
                          (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
+  if (resumed) kernel_note = keep_trained_kernels(config, resumed->cpu_kernels);
+  state.cpu_kernels = name_of(cpu::gemm_library());
   if (complete) return;
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
@@ -291,10 +313,11 @@ void TrainingSession::print_banner() const {
   if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
   const bool onednn = cpu::gemm_library() == CpuKernels::onednn;
   std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank, "
-              "CPU matrix products: %s%s\n",
+              "CPU kernels: %s%s (matrix products, %s convolutions)\n",
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
-              onednn ? cpu::onednn_version().c_str() : "");
+              onednn ? cpu::onednn_version().c_str() : "", onednn ? "oneDNN primitive" : "im2col");
+  if (!kernel_note.empty()) std::printf("note: %s\n", kernel_note.c_str());
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {
     std::printf("  rank %d: host %s, local rank %d of %d", p.rank, p.host, p.local_rank, p.local_size);

@@ -112,4 +112,37 @@ run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/damaged" --resume auto > "$WO
   && pass "damaged newest checkpoint skipped" || fail "damaged fallback"
 same_parameters "$good" "$(latest_checkpoint "$WORK/damaged")" && pass "and the result is still bit-exact" \
   || fail "fallback result differs"
+# ---- the CPU kernels a run trained with are kept by a resume (train.cpu_kernels) ----
+# A convolution net, 6 steps with OpenBLAS (im2col) chosen explicitly; resumed at
+# step 3 with auto, which would pick oneDNN where the build links it: the
+# checkpoint names openblas, so the resume takes it and ends bit-identical.
+make_image_shards "$WORK/images" 192 3 2
+kernels_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
+  --model.layers "conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear" --train.max_steps 6
+  --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3 --checkpoint.keep 5)
+run_ranks 2 "${kernels_run[@]}" --train.cpu_kernels openblas --run.dir "$WORK/k-straight" > "$WORK/k1.log" 2>&1 \
+  || fail "openblas run exited $?"
+"$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit((v.decode() if isinstance(v, bytes) else v) != 'openblas')" "$(latest_checkpoint "$WORK/k-straight")" \
+  && pass "the checkpoint names the kernels it was trained with (openblas)" || fail "no cpu_kernels attribute"
+mkdir -p "$WORK/k-split/checkpoints"
+cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-split/checkpoints/"
+run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/k-split" --resume "$WORK/k-split/checkpoints/ckpt-step-000000003.h5" \
+  > "$WORK/k2.log" 2>&1 || fail "auto resume exited $?"
+grep -q "CPU kernels: OpenBLAS" "$WORK/k2.log" && ! grep -q "note: this run trained" "$WORK/k2.log" \
+  && pass "a resume with auto runs the run's own kernels, without a note" || fail "auto resume: $(grep -i kernels "$WORK/k2.log")"
+same_parameters "$(latest_checkpoint "$WORK/k-straight")" "$(latest_checkpoint "$WORK/k-split")" \
+  && pass "and ends bit-identical to the uninterrupted run" || fail "auto resume differs"
+if grep -q libdnnl <<< "$(ldd "$MPIDDP")"; then
+  rm -rf "$WORK/k-other" && mkdir -p "$WORK/k-other/checkpoints"
+  cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-other/checkpoints/"
+  run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/k-other" --train.cpu_kernels onednn \
+    --resume "$WORK/k-other/checkpoints/ckpt-step-000000003.h5" > "$WORK/k3.log" 2>&1 || fail "onednn resume exited $?"
+  grep -q "^note: this run trained with CPU kernels openblas and continues with onednn (train.cpu_kernels): .*differ in rounding" \
+    "$WORK/k3.log" && pass "an explicit other choice is taken, with a note" || fail "no note: $(grep -i kernels "$WORK/k3.log")"
+fi
+cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
+"$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_('blis')" "$WORK/k-edited.h5"
+expect_error kernels-edited 2 "$WORK/k-edited.h5: attribute 'cpu_kernels' is 'blis', must be onednn or openblas" \
+  "${kernels_run[@]}" --run.dir "$WORK/k-edited" --resume "$WORK/k-edited.h5"
 finish

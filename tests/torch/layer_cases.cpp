@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "mpiddp/common/random.hpp"
+#include "mpiddp/config/choices.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 
 using namespace mpiddp;
@@ -233,11 +235,17 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: layer_cases OUT.h5\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas]\n");
     return 2;
   }
   try {
+    // The CPU kernels every case runs on (train.cpu_kernels): each choice must match torch.nn.
+    if (argc == 3) {
+      const auto kernels = parse_choice<CpuKernels>(argv[2]);
+      if (!kernels) throw std::runtime_error("kernels must be " + choice_list<CpuKernels>() + ", not " + argv[2]);
+      mpiddp::cpu::use_gemm_library(*kernels);
+    }
     const hid_t file = H5Fcreate(argv[1], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw std::runtime_error(std::string("cannot create ") + argv[1]);
     std::uint64_t seed = 1;
@@ -247,6 +255,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "layer_cases: error: %s\n", e.what());
     return 1;
   }
-  std::printf("wrote %zu cases to %s\n", sizeof(kCases) / sizeof(kCases[0]), argv[1]);
+  std::printf("wrote %zu cases to %s (convolutions: %s)\n", sizeof(kCases) / sizeof(kCases[0]), argv[1],
+              mpiddp::cpu::convolution_method());
   return 0;
 }

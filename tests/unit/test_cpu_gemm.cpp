@@ -1,14 +1,21 @@
 // The CPU's matrix products on each library this build has (train.cpu_kernels):
 // every transpose and leading dimension against a double-precision product, and
 // whole layers (convolution, residual, dense on {T, D}, causal attention) giving
-// the same forward and gradients on each library.
+// the same forward and gradients on each library; the convolution ops (oneDNN's
+// primitives or im2col + OpenBLAS) against plain loops, over shapes, batch sizes
+// that alternate, accumulated gradients and buffers reused with new values.
 #include <catch2/catch.hpp>
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "../../src/cli/bench_harness.hpp"
+#include "../../src/cli/bench_reference.hpp"
 #include "layer_test_util.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/device/cpu_device.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "ops/conv/conv_ops.hpp"
 
 using namespace mpiddp;
 
@@ -133,6 +140,82 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
       CHECK(relative_difference(other.grads.data(), reference.grads.data(), other.grads.size()) < 1e-5);
       CHECK(relative_difference(other.input_grad.data(), reference.input_grad.data(), other.input_grad.size()) <
             1e-5);
+    }
+  }
+}
+
+namespace {
+
+struct ConvCase {
+  ConvGeometry g;
+  std::vector<float> x, w, b, dy;
+  ConvCase(int n, int c, int size, int out_c, int kernel, int stride, int padding, std::uint64_t seed) {
+    g.n = n;
+    g.c = c;
+    g.h = g.w = size;
+    g.out_c = out_c;
+    g.kh = g.kw = kernel;
+    g.stride = stride;
+    g.padding = padding;
+    x = bench::random_values(static_cast<std::size_t>(n) * c * size * size, seed);
+    w = bench::random_values(static_cast<std::size_t>(out_c) * c * kernel * kernel, seed + 1);
+    b = bench::random_values(static_cast<std::size_t>(out_c), seed + 2);
+    dy = bench::random_values(static_cast<std::size_t>(n) * out_c * g.out_h() * g.out_w(), seed + 3);
+  }
+  std::size_t weights() const { return w.size(); }
+};
+
+std::size_t wrong_values(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  return bench::count_wrong(got.data(), want.data(), got.size(), 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("convolution ops on each library equal the plain loops, whatever ran before", "[gemm][conv]") {
+  const std::vector<std::array<int, 7>> shapes{// n, c, size, out_c, kernel, stride, padding
+                                               {3, 1, 7, 4, 3, 1, 1}, {2, 3, 9, 5, 3, 2, 1}, {4, 2, 6, 3, 1, 1, 0},
+                                               {2, 4, 8, 6, 5, 1, 2}, {5, 3, 7, 2, 3, 2, 0}, {1, 16, 5, 32, 3, 1, 1}};
+  LibraryGuard guard;
+  for (const CpuKernels library : libraries()) {
+    cpu::use_gemm_library(library);
+    for (const auto& s : shapes) {
+      INFO(name_of(library) << ": n " << s[0] << " c " << s[1] << " size " << s[2] << " out " << s[3] << " kernel "
+                            << s[4] << " stride " << s[5] << " padding " << s[6]);
+      ConvCase a(s[0], s[1], s[2], s[3], s[4], s[5], s[6], 10);
+      ConvCase other(s[0] + 1, s[1], s[2], s[3], s[4], s[5], s[6], 20);  // another batch size between
+      ConvOps& conv = cpu_device().ops<ConvOps>();
+      auto scratch = conv.make_scratch();
+      std::vector<float> y(a.dy.size()), y_other(other.dy.size()), dx(a.x.size());
+      std::vector<float> dw(a.weights()), db(a.b.size());
+      conv.conv_forward(a.x.data(), a.w.data(), a.b.data(), y.data(), a.g, scratch.get());
+      conv.conv_forward(other.x.data(), other.w.data(), other.b.data(), y_other.data(), other.g, scratch.get());
+      conv.conv_backward_params(a.x.data(), a.dy.data(), dw.data(), db.data(), a.g, false, scratch.get());
+      conv.conv_backward_input(a.dy.data(), a.w.data(), dx.data(), a.g, scratch.get());
+      CHECK(wrong_values(y, bench::conv_forward(a.x.data(), a.w.data(), a.b.data(), a.g)) == 0);
+      CHECK(wrong_values(y_other, bench::conv_forward(other.x.data(), other.w.data(), other.b.data(), other.g)) == 0);
+      std::vector<float> params(dw);
+      params.insert(params.end(), db.begin(), db.end());
+      const std::vector<float> want_params = bench::conv_params_grad(a.x.data(), a.dy.data(), a.g);
+      CHECK(wrong_values(params, want_params) == 0);
+      CHECK(wrong_values(dx, bench::conv_input_grad(a.dy.data(), a.w.data(), a.g)) == 0);
+
+      // The same buffers with new values (the next step): nothing stale is used,
+      // and accumulated gradients add onto what is there.
+      a.x = bench::random_values(a.x.size(), 30);
+      a.w = bench::random_values(a.w.size(), 31);
+      a.dy = bench::random_values(a.dy.size(), 32);
+      ConvCase fresh = a;
+      conv.conv_forward(a.x.data(), a.w.data(), a.b.data(), y.data(), a.g, scratch.get());
+      conv.conv_backward_params(a.x.data(), a.dy.data(), dw.data(), db.data(), a.g, true, scratch.get());
+      conv.conv_backward_input(a.dy.data(), a.w.data(), dx.data(), a.g, scratch.get());
+      CHECK(wrong_values(y, bench::conv_forward(fresh.x.data(), fresh.w.data(), fresh.b.data(), fresh.g)) == 0);
+      std::vector<float> summed = bench::conv_params_grad(fresh.x.data(), fresh.dy.data(), fresh.g);
+      for (std::size_t i = 0; i < summed.size(); ++i) summed[i] += want_params[i];
+      params.assign(dw.begin(), dw.end());
+      params.insert(params.end(), db.begin(), db.end());
+      CHECK(wrong_values(params, summed) == 0);
+      CHECK(wrong_values(dx, bench::conv_input_grad(fresh.dy.data(), fresh.w.data(), fresh.g)) == 0);
     }
   }
 }

@@ -64,6 +64,9 @@ struct TrainingState {
   // every resume. Retention counts and deletes only checkpoints with this run's
   // id. Empty in checkpoints of mpiddp before run ids (such files are never pruned).
   std::string run_id;
+  // The CPU kernels the run trained with ("onednn" or "openblas", train.cpu_kernels
+  // resolved): a resume with auto keeps them, so it stays bit-exact. "" in older files.
+  std::string cpu_kernels;
 };
 
 // A new run id (random, 16 hex digits).

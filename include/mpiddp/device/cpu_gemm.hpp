@@ -15,9 +15,13 @@ namespace mpiddp::cpu {
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc);
 
-// The library sgemm() uses in this process: auto means onednn where this build has it.
+// The library sgemm() uses in this process, and with it the CPU's convolutions
+// (oneDNN's primitives, or im2col + OpenBLAS): auto means onednn where this build has it.
 void use_gemm_library(CpuKernels choice);
 CpuKernels gemm_library();
+// How the CPU's Conv2d runs under that choice: "onednn primitives" (oneDNN's own
+// convolutions, ops/conv/onednn_conv.hpp) or "im2col+openblas".
+const char* convolution_method();
 // Whether this build links oneDNN, and its version ("" when it does not).
 bool onednn_linked();
 std::string onednn_version();

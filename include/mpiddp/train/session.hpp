@@ -62,6 +62,8 @@ class TrainingSession {
   // The position and counters of the run; a resume starts from the checkpoint's.
   TrainingState state;
   std::optional<TrainingState> resumed;
+  // Set when a resume runs other CPU kernels than the run trained with (the banner prints it).
+  std::string kernel_note;
   RunLock lock;  // rank 0: one job per run.dir; declared before `output`, so it outlives it
   std::unique_ptr<RunOutput> output;  // rank 0 only; null when `complete`
   StepPlan plan;

@@ -1,4 +1,6 @@
-// Convolution on the CPU: im2col + one matrix product (device/cpu_gemm.hpp) per chunk of samples.
+// Convolution on the CPU: oneDNN's convolution primitives where train.cpu_kernels
+// resolves to onednn (onednn_conv.hpp), else im2col + one OpenBLAS matrix product
+// (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
 // columns of the forward pass are kept for backward when the batch fits in one
@@ -11,6 +13,7 @@
 
 #include "conv_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
+#include "onednn_conv.hpp"
 
 namespace mpiddp::cpu {
 namespace {
@@ -25,7 +28,17 @@ struct ConvScratch final : LayerScratch {
   std::vector<float> grad_cols;   // dcolumns, same layout as columns
   const float* columns_of = nullptr;  // the input whose whole-batch columns are kept
   const float* grad_out_of = nullptr; // the dy whose whole-batch transpose is kept
+  std::unique_ptr<LayerScratch> onednn;  // oneDNN's primitives and operands, made on first use
+
+  LayerScratch& onednn_scratch() {
+    if (!onednn) onednn = onednn_conv::make_scratch();
+    return *onednn;
+  }
 };
+
+// Whether this process runs convolutions through oneDNN's primitives (read at
+// every call: the choice is made once, before training, by train.cpu_kernels).
+bool onednn_primitives() { return gemm_library() == CpuKernels::onednn; }
 
 // The output columns ox whose input column ox * stride - padding + kj lies
 // inside the image: [first, last).
@@ -91,6 +104,7 @@ class CpuConvOps final : public ConvOps {
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (onednn_primitives()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
       const int count = std::min(p.per_chunk, g.n - first);
@@ -114,6 +128,8 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (onednn_primitives())
+      return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
     const Plan p(g);
     for (int oc = 0; oc < g.out_c; ++oc) {
       double sum = 0.0;
@@ -139,6 +155,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (onednn_primitives()) return onednn_conv::backward_input(dy, weight, dx, g, s.onednn_scratch());
     const Plan p(g);
     std::fill(dx, dx + static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 0.0f);
     for (int first = 0; first < g.n; first += p.per_chunk) {

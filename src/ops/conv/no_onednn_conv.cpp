@@ -1,0 +1,19 @@
+// A build without oneDNN: the CPU conv ops never choose these (cpu_kernels cannot
+// resolve to onednn, cpu_gemm.cpp), so reaching one is a bug.
+#include "onednn_conv.hpp"
+
+#include "mpiddp/common/error.hpp"
+
+namespace mpiddp::cpu::onednn_conv {
+namespace {
+[[noreturn]] void missing() { throw RuntimeError("internal: oneDNN convolution called in a build without oneDNN"); }
+}  // namespace
+
+std::unique_ptr<LayerScratch> make_scratch() { missing(); }
+void forward(const float*, const float*, const float*, float*, const ConvGeometry&, LayerScratch&) { missing(); }
+void backward_params(const float*, const float*, float*, float*, const ConvGeometry&, bool, LayerScratch&) {
+  missing();
+}
+void backward_input(const float*, const float*, float*, const ConvGeometry&, LayerScratch&) { missing(); }
+
+}  // namespace mpiddp::cpu::onednn_conv
