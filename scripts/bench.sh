@@ -12,7 +12,7 @@
 # Environment: MPIDDP (binary), MPIEXEC (launcher), BENCH_TORCH=0 to skip PyTorch, BENCH_MLP=0 to skip the MLP
 #   table, BENCH_CNN_STEPS (optimizer steps per CNN run, default 150; 0 skips the CNN table), BENCH_MODEL_STEPS
 #   (steps per ResNet and GPT run, default 100; 0 skips them), BENCH_ARGS (more mpiddp settings for every
-#   mpiddp run, e.g. "--train.cpu_kernels openblas").
+#   mpiddp run, e.g. "--train.cpu_kernels openblas"), BENCH_MALLOC=0 (glibc's default allocator settings; see below).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -23,10 +23,19 @@ mpiddp=${MPIDDP:-$root/build/mpiddp}
 export MPIDDP=$mpiddp  # bench_torch_ddp.py resolves --layers with this binary
 mpiexec=${MPIEXEC:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# PyTorch's CPU allocator hands large buffers back to the kernel every step (glibc's
+# mmap/munmap above its threshold), and where page faults are dear (virtual machines)
+# that costs PyTorch up to 4.5x here. Both programs get glibc settings that keep
+# freed memory, PyTorch's best case (mpiddp keeps its buffers and runs the same either
+# way). BENCH_MALLOC=0 leaves glibc's defaults.
+if [ "${BENCH_MALLOC:-1}" != 0 ]; then
+  export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=268435456
+fi
 [ -d "$data/train" ] || "$here/prepare-fmnist.sh" "$data" "$mpiddp" >/dev/null
 read -ra bench_args <<< "${BENCH_ARGS:-}"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" \
-  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; mpiddp settings: ${BENCH_ARGS:-(defaults)}"
+  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; mpiddp settings: ${BENCH_ARGS:-(defaults)};" \
+  "glibc malloc: ${MALLOC_MMAP_THRESHOLD_:+keeps freed memory}${MALLOC_MMAP_THRESHOLD_:-defaults}"
 work=$(mktemp -d /tmp/mpiddp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "mpiddp/common/random.hpp"  // hash_combine
-#include "mpiddp/nn/layers.hpp"       // fill_uniform
+#include "mpiddp/nn/layers.hpp"       // fill_uniform, dropout_key, apply_dropout
 #include "ops/pointwise/pointwise_ops.hpp"
 
 namespace mpiddp {
@@ -81,13 +81,6 @@ int CausalSelfAttention::rows(std::size_t samples) const {
   return static_cast<int>(indexable(samples * positions_, "rows of its products (samples x positions)"));
 }
 
-void CausalSelfAttention::apply_dropout(const Matrix& x, Matrix& y, Matrix& mask, std::uint64_t key) {
-  y.resize(x.rows(), x.cols());
-  mask.resize(x.rows(), x.cols());
-  device().ops<PointwiseOps>().dropout_forward(x.data(), y.data(), mask.data(), x.size(), key,
-                                               static_cast<float>(dropout_), static_cast<float>(1.0 / (1.0 - dropout_)));
-}
-
 void CausalSelfAttention::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   const std::size_t n = x.rows();
   const int r = rows(n), d = static_cast<int>(d_);
@@ -108,13 +101,13 @@ void CausalSelfAttention::forward(const Matrix& x, Matrix& y, const ForwardConte
     return;
   }
   // The masks of a Dropout layer at this place in the list, told apart by a last key part.
-  const std::uint64_t key = hash_combine(hash_combine(ctx.seed, ctx.stream), hash_combine(ctx.counter, layer_id_));
-  apply_dropout(probs_, weights_, attn_mask_, hash_combine(key, 1));
+  const std::uint64_t key = dropout_key(ctx, layer_id_);
+  apply_dropout(device(), probs_, weights_, attn_mask_, dropout_, hash_combine(key, 1));
   attention.weighted_sum(weights_.data(), qkv_.data(), joined_.data(), geometry(n));
   proj_out_.resize(n, positions_ * d_);
   dense.linear_forward(joined_.data(), params_->value(proj_weight_), params_->value(proj_bias_), proj_out_.data(), r,
                        d, d, proj_scratch_.get());
-  apply_dropout(proj_out_, y, resid_mask_, hash_combine(key, 2));
+  apply_dropout(device(), proj_out_, y, resid_mask_, dropout_, hash_combine(key, 2));
 }
 
 void CausalSelfAttention::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx,

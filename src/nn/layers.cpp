@@ -133,6 +133,17 @@ double Dropout::scratch_bytes(const Shape& in, std::size_t samples) const {
   return static_cast<double>(samples) * static_cast<double>(element_count(in)) * sizeof(float);
 }
 
+std::uint64_t dropout_key(const ForwardContext& ctx, std::uint64_t layer_id) {
+  return hash_combine(hash_combine(ctx.seed, ctx.stream), hash_combine(ctx.counter, layer_id));
+}
+
+void apply_dropout(Device& device, const Matrix& x, Matrix& y, Matrix& mask, double p, std::uint64_t key) {
+  y.resize(x.rows(), x.cols());
+  mask.resize(x.rows(), x.cols());
+  device.ops<PointwiseOps>().dropout_forward(x.data(), y.data(), mask.data(), x.size(), key, static_cast<float>(p),
+                                             static_cast<float>(1.0 / (1.0 - p)));
+}
+
 void Dropout::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   y.resize(x.rows(), x.cols());
   const std::size_t n = x.size();
@@ -141,10 +152,7 @@ void Dropout::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
     device().copy_within(y.data(), x.data(), n * sizeof(float));
     return;
   }
-  const std::uint64_t key = hash_combine(hash_combine(ctx.seed, ctx.stream), hash_combine(ctx.counter, layer_id_));
-  mask_.resize(x.rows(), x.cols());
-  device().ops<PointwiseOps>().dropout_forward(x.data(), y.data(), mask_.data(), n, key, static_cast<float>(p_),
-                           static_cast<float>(1.0 / (1.0 - p_)));
+  apply_dropout(device(), x, y, mask_, p_, dropout_key(ctx, layer_id_));
 }
 
 void Dropout::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {

@@ -36,8 +36,6 @@ class CausalSelfAttention final : public Layer {
   void on_bind() override;
   AttentionGeometry geometry(std::size_t samples) const;
   int rows(std::size_t samples) const;
-  // x -> y through a mask drawn from `key` (kept in `mask`), or a copy when not masking.
-  void apply_dropout(const Matrix& x, Matrix& y, Matrix& mask, std::uint64_t key);
 
   std::size_t heads_;
   double dropout_;

@@ -58,8 +58,14 @@ class Activation final : public Layer {
   ActivationKind kind_;
 };
 
-// Inverted dropout; the mask is a hash of (seed, rank, micro-batch, layer, element)
-// so it needs no RNG state to checkpoint and is identical on resume.
+// The key of a layer's dropout masks in one forward pass: a hash of (seed, rank,
+// micro-batch, layer), so masks need no RNG state to checkpoint and repeat on resume.
+std::uint64_t dropout_key(const ForwardContext& ctx, std::uint64_t layer_id);
+// Inverted dropout on `device`: y = x * mask, each mask element 0 (probability p)
+// or 1/(1-p), a hash of (key, element); the mask is kept for backward.
+void apply_dropout(Device& device, const Matrix& x, Matrix& y, Matrix& mask, double p, std::uint64_t key);
+
+// Inverted dropout (apply_dropout, keyed by dropout_key).
 class Dropout final : public Layer {
  public:
   Dropout(double p, std::uint64_t layer_id) : p_(p), layer_id_(layer_id) {}
