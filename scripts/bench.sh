@@ -35,7 +35,7 @@ fi
 read -ra bench_args <<< "${BENCH_ARGS:-}"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" \
   "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; mpiddp settings: ${BENCH_ARGS:-(defaults)};" \
-  "glibc malloc: ${MALLOC_MMAP_THRESHOLD_:+keeps freed memory}${MALLOC_MMAP_THRESHOLD_:-defaults}"
+  "glibc malloc: $( [ -n "${MALLOC_MMAP_THRESHOLD_:-}" ] && echo "keeps freed memory" || echo defaults)"
 work=$(mktemp -d /tmp/mpiddp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
