@@ -43,9 +43,17 @@ def category(span):
 
 
 def rank_times(trace):
-    """({category: microseconds of own time inside traced steps}, step microseconds, steps) of one rank."""
-    spans = [e for e in trace["traceEvents"] if e["ph"] == "X" and e.get("tid") == 0 and "dur" in e]
-    spans.sort(key=lambda e: (e["ts"], -e["dur"]))
+    """({category: nanoseconds of own time inside traced steps}, step nanoseconds, steps) of one rank."""
+    # Nesting is decided on whole nanoseconds (the tracer's unit; the file's microseconds carry them as
+    # fractions), so rounding cannot put a span that starts where another ends inside it. A parent comes
+    # before a child that starts with it: the larger first, and at equal extent the later in the file
+    # (spans are written as they close, children first).
+    spans = []
+    for order, e in enumerate(trace["traceEvents"]):
+        if e["ph"] == "X" and e.get("tid") == 0 and "dur" in e:
+            start = round(e["ts"] * 1000)
+            spans.append(dict(e, ts=start, dur=round(e["dur"] * 1000), order=order))
+    spans.sort(key=lambda e: (e["ts"], -e["dur"], -e["order"]))
     times, step_time, steps = {}, 0.0, 0
     stack = []  # [span, own time so far, inside a step]
     def close(entry):

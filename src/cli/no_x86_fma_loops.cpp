@@ -4,6 +4,6 @@
 
 namespace mpiddp::bench {
 
-std::vector<FmaLoop> fma_loops() { return {{"portable", kPortableLanes, portable_fma_loop}}; }
+std::vector<FmaLoop> fma_loops() { return {{"portable", kPortableLanes, false, portable_fma_loop}}; }
 
 }  // namespace mpiddp::bench

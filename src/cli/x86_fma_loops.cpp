@@ -9,12 +9,18 @@ namespace mpiddp::bench {
 
 namespace {
 
-__attribute__((target("avx512f"))) void avx512_fma_loop(long iterations, float* out) {
-  __m512 acc[kFmaChains];
+// The chains' start values, lane by lane (fma_start), for a loop of `lanes` floats per vector.
+void fill_starts(int lanes, float* starts) {
   for (int c = 0; c < kFmaChains; ++c)
-    acc[c] = _mm512_add_ps(_mm512_set1_ps(0.5f + 0.01f * static_cast<float>(c)),
-                           _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-  const __m512 scale = _mm512_set1_ps(kFmaScale), shift = _mm512_set1_ps(1.0f - kFmaScale);
+    for (int l = 0; l < lanes; ++l) starts[c * lanes + l] = fma_start(c, l);
+}
+
+__attribute__((target("avx512f"))) void avx512_fma_loop(long iterations, float* out) {
+  float starts[kFmaChains * 16];
+  fill_starts(16, starts);
+  __m512 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_loadu_ps(starts + 16 * c);
+  const __m512 scale = _mm512_set1_ps(fma_scale()), shift = _mm512_set1_ps(kFmaShift);
   for (long i = 0; i < iterations; ++i) {
 #pragma GCC unroll 16
     for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], scale, shift);
@@ -23,10 +29,11 @@ __attribute__((target("avx512f"))) void avx512_fma_loop(long iterations, float* 
 }
 
 __attribute__((target("avx2,fma"))) void avx2_fma_loop(long iterations, float* out) {
+  float starts[kFmaChains * 8];
+  fill_starts(8, starts);
   __m256 acc[kFmaChains];
-  for (int c = 0; c < kFmaChains; ++c)
-    acc[c] = _mm256_add_ps(_mm256_set1_ps(0.5f + 0.01f * static_cast<float>(c)), _mm256_set_ps(7, 6, 5, 4, 3, 2, 1, 0));
-  const __m256 scale = _mm256_set1_ps(kFmaScale), shift = _mm256_set1_ps(1.0f - kFmaScale);
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_loadu_ps(starts + 8 * c);
+  const __m256 scale = _mm256_set1_ps(fma_scale()), shift = _mm256_set1_ps(kFmaShift);
   for (long i = 0; i < iterations; ++i) {
 #pragma GCC unroll 16
     for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], scale, shift);
@@ -39,9 +46,10 @@ __attribute__((target("avx2,fma"))) void avx2_fma_loop(long iterations, float* o
 std::vector<FmaLoop> fma_loops() {
   std::vector<FmaLoop> loops;
   // libgcc's checks include the operating system's support for the wide registers.
-  if (__builtin_cpu_supports("avx512f")) loops.push_back({"AVX-512", 16, avx512_fma_loop});
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) loops.push_back({"AVX2+FMA", 8, avx2_fma_loop});
-  loops.push_back({"portable", kPortableLanes, portable_fma_loop});
+  if (__builtin_cpu_supports("avx512f")) loops.push_back({"AVX-512", 16, true, avx512_fma_loop});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    loops.push_back({"AVX2+FMA", 8, true, avx2_fma_loop});
+  loops.push_back({"portable", kPortableLanes, false, portable_fma_loop});
   return loops;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CPU benchmarks scripts/bench.sh builds on.
 # `mpiddp bench peak`: a row for exactly the vector ISAs this CPU reports (the
-# widest first, the portable loop last), every loop's result checked against its
-# fixed point (wrong 0), and a closing "peak:" line naming the fastest row, which
+# widest first, the portable loop last), every loop's lanes checked against the
+# scalar recurrence (wrong 0), and a closing "peak:" line naming the fastest row, which
 # scripts/bench.sh reads. No rate is compared with a number: only the rows' own.
 # train.cpu_kernels / bench gemm --kernels: each library this binary links runs
 # and is named; oneDNN in a build without it is refused in one line, by `bench
@@ -22,7 +22,7 @@ want+="portable"
 got=$(grep -o '^[^ ]* ([0-9]* floats per vector)' "$WORK/peak.out" | awk '{print $1}' | paste -sd' ')
 [ "$got" = "$want" ] && pass "one row per ISA the CPU has, widest first: $got" || fail "rows '$got', want '$want'"
 rows=$(grep -c 'floats per vector.*GFLOP/s (median); wrong 0 of [1-9]' "$WORK/peak.out" || true)
-[ "$rows" = "$(wc -w <<< "$want")" ] && pass "every loop ends at its fixed point (wrong 0)" || fail "rows with wrong 0: $rows"
+[ "$rows" = "$(wc -w <<< "$want")" ] && pass "every loop matches the scalar recurrence (wrong 0)" || fail "rows with wrong 0: $rows"
 "$PYTHON" - "$WORK/peak.out" <<'PY' && pass "the peak line names the fastest row" || fail "peak line"
 import re, sys
 text = open(sys.argv[1]).read()

@@ -1,9 +1,10 @@
 #include "onednn_conv.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
 
 #include "mpiddp/common/error.hpp"
 
@@ -21,74 +22,88 @@ dnnl::engine& engine() {
 memory::desc plain(const memory::dims& dims, tag layout) { return {dims, memory::data_type::f32, layout}; }
 memory::desc chosen_by_primitive(const memory::dims& dims) { return plain(dims, tag::any); }
 
-// One batch size's primitives and the operand memories they run on, in the
-// layouts they chose. A layer sees few batch sizes (training, the last batch of
-// an epoch, evaluation), so each is built once and kept.
+// One geometry's primitives and the operand memories they run on, in the layouts
+// they chose. A layer sees few geometries (its training batch, the last batch of
+// an epoch, evaluation batches), so each is built once and kept; the gradients'
+// part only when a backward pass first needs it (evaluation never does).
 struct Plan {
-  dnnl::convolution_forward forward;
-  dnnl::convolution_backward_data backward_data;
-  dnnl::convolution_backward_weights backward_weights;
-  memory src, weights, bias, dst;                              // forward
-  memory weights_src, diff_dst, diff_weights, diff_bias;       // weight gradient
-  memory data_weights, data_diff_dst, diff_src;                // input gradient
+  memory::dims src_dims, weight_dims, bias_dims, dst_dims, strides, pad;
   // The user layouts (NCHW, OIHW) of the same shapes.
   memory::desc src_user, dst_user, weights_user, bias_user;
-  // The user buffers whose values the memories above hold: the forward input and
+  dnnl::convolution_forward::primitive_desc forward_desc;
+  dnnl::convolution_forward forward;
+  memory src, weights, bias, dst;
+  // The user buffers whose values the memories hold: the forward input and
   // weights (reused by this step's gradients), dy (weight gradient, then input gradient).
   const float* src_of = nullptr;
   const float* weights_of = nullptr;
   const float* diff_dst_of = nullptr;
 
-  explicit Plan(const ConvGeometry& g) {
-    const memory::dims src_dims{g.n, g.c, g.h, g.w}, weight_dims{g.out_c, g.c, g.kh, g.kw}, bias_dims{g.out_c},
-        dst_dims{g.n, g.out_c, g.out_h(), g.out_w()}, strides{g.stride, g.stride}, pad{g.padding, g.padding};
-    src_user = plain(src_dims, tag::nchw);
-    dst_user = plain(dst_dims, tag::nchw);
-    weights_user = plain(weight_dims, tag::oihw);
-    bias_user = plain(bias_dims, tag::x);
-    const dnnl::convolution_forward::primitive_desc fwd(
-        {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims),
-         chosen_by_primitive(weight_dims), bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine());
+  bool backward_ready = false;
+  dnnl::convolution_backward_data backward_data;
+  dnnl::convolution_backward_weights backward_weights;
+  memory weights_src, diff_dst, diff_weights, diff_bias;  // weight gradient
+  memory data_weights, data_diff_dst, diff_src;           // input gradient
+
+  explicit Plan(const ConvGeometry& g)
+      : src_dims{g.n, g.c, g.h, g.w},
+        weight_dims{g.out_c, g.c, g.kh, g.kw},
+        bias_dims{g.out_c},
+        dst_dims{g.n, g.out_c, g.out_h(), g.out_w()},
+        strides{g.stride, g.stride},
+        pad{g.padding, g.padding},
+        src_user(plain(src_dims, tag::nchw)),
+        dst_user(plain(dst_dims, tag::nchw)),
+        weights_user(plain(weight_dims, tag::oihw)),
+        bias_user(plain(bias_dims, tag::x)),
+        forward_desc({dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                      chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims), bias_user,
+                      chosen_by_primitive(dst_dims), strides, pad, pad},
+                     engine()),
+        forward(forward_desc),
+        src(forward_desc.src_desc(), engine()),
+        weights(forward_desc.weights_desc(), engine()),
+        bias(bias_user, engine()),
+        dst(forward_desc.dst_desc(), engine()) {}
+
+  void prepare_backward() {
+    if (backward_ready) return;
     const dnnl::convolution_backward_data::primitive_desc data(
         {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
          chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine(), fwd);
+        engine(), forward_desc);
     const dnnl::convolution_backward_weights::primitive_desc grads(
         {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
          bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine(), fwd);
-    forward = dnnl::convolution_forward(fwd);
+        engine(), forward_desc);
     backward_data = dnnl::convolution_backward_data(data);
     backward_weights = dnnl::convolution_backward_weights(grads);
-    src = memory(fwd.src_desc(), engine());
-    weights = memory(fwd.weights_desc(), engine());
-    bias = memory(bias_user, engine());
-    dst = memory(fwd.dst_desc(), engine());
-    weights_src = grads.src_desc() == fwd.src_desc() ? src : memory(grads.src_desc(), engine());
+    // Where a gradient reads an operand in the forward's layout, it reads the forward's copy.
+    weights_src = grads.src_desc() == forward_desc.src_desc() ? src : memory(grads.src_desc(), engine());
     diff_dst = memory(grads.diff_dst_desc(), engine());
     diff_weights = memory(grads.diff_weights_desc(), engine());
     diff_bias = memory(bias_user, engine());
-    data_weights = data.weights_desc() == fwd.weights_desc() ? weights : memory(data.weights_desc(), engine());
+    data_weights =
+        data.weights_desc() == forward_desc.weights_desc() ? weights : memory(data.weights_desc(), engine());
     data_diff_dst = data.diff_dst_desc() == grads.diff_dst_desc() ? diff_dst : memory(data.diff_dst_desc(), engine());
     diff_src = memory(data.diff_src_desc(), engine());
+    backward_ready = true;
   }
 };
 
+using GeometryKey = std::tuple<int, int, int, int, int, int, int, int, int>;
+GeometryKey key_of(const ConvGeometry& g) {
+  return {g.n, g.c, g.h, g.w, g.out_c, g.kh, g.kw, g.stride, g.padding};
+}
+
 struct Scratch final : LayerScratch {
-  std::map<int, std::unique_ptr<Plan>> plans;  // by batch size
+  std::map<GeometryKey, std::unique_ptr<Plan>> plans;
   dnnl::stream stream{engine()};
   std::vector<float> gradient;  // a weight gradient in OIHW, to add onto an accumulated one
 
   Plan& plan(const ConvGeometry& g) {
-    std::unique_ptr<Plan>& p = plans[g.n];
-    if (!p) {
-      try {
-        p = std::make_unique<Plan>(g);
-      } catch (const dnnl::error& e) {
-        throw RuntimeError(std::string("oneDNN could not set up a convolution: ") + e.what());
-      }
-    }
+    std::unique_ptr<Plan>& p = plans[key_of(g)];
+    if (!p) p = std::make_unique<Plan>(g);
     return *p;
   }
   // Copies user data (layout `from`) at `data` into `to`, in to's layout.
@@ -102,6 +117,20 @@ struct Scratch final : LayerScratch {
   }
 };
 
+// oneDNN reports failures (no implementation for a shape, out of memory) as
+// dnnl::error; they leave here as one line that says where.
+template <class Work>
+void run(const char* what, const ConvGeometry& g, Work&& work) {
+  try {
+    work();
+  } catch (const dnnl::error& e) {
+    throw RuntimeError(std::string("oneDNN convolution ") + what + " failed for a batch of " + std::to_string(g.n) +
+                       " x " + std::to_string(g.c) + "x" + std::to_string(g.h) + "x" + std::to_string(g.w) + " -> " +
+                       std::to_string(g.out_c) + " channels, kernel " + std::to_string(g.kh) + ": " + e.what() +
+                       " (train.cpu_kernels = openblas avoids oneDNN)");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<LayerScratch> make_scratch() { return std::make_unique<Scratch>(); }
@@ -109,59 +138,70 @@ std::unique_ptr<LayerScratch> make_scratch() { return std::make_unique<Scratch>(
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
              LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
-  Plan& p = s.plan(g);
-  s.reorder_in(p.src_user, x, p.src);
-  s.reorder_in(p.weights_user, weight, p.weights);
-  s.reorder_in(p.bias_user, bias, p.bias);
-  p.forward.execute(s.stream, {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_BIAS, p.bias},
-                               {DNNL_ARG_DST, p.dst}});
-  s.reorder_out(p.dst, p.dst_user, y);
-  s.stream.wait();
-  p.src_of = x;
-  p.weights_of = weight;
+  run("forward", g, [&] {
+    Plan& p = s.plan(g);
+    s.reorder_in(p.src_user, x, p.src);
+    s.reorder_in(p.weights_user, weight, p.weights);
+    s.reorder_in(p.bias_user, bias, p.bias);
+    p.forward.execute(s.stream, {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_BIAS, p.bias},
+                                 {DNNL_ARG_DST, p.dst}});
+    s.reorder_out(p.dst, p.dst_user, y);
+    s.stream.wait();
+    p.src_of = x;
+    p.weights_of = weight;
+  });
 }
 
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                      bool accumulate, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
-  Plan& p = s.plan(g);
-  // The forward input is still in the plan's memory unless another batch ran since.
-  if (p.src_of != x || p.weights_src.get_data_handle() != p.src.get_data_handle())
-    s.reorder_in(p.src_user, x, p.weights_src);
-  s.reorder_in(p.dst_user, dy, p.diff_dst);
-  p.backward_weights.execute(s.stream, {{DNNL_ARG_SRC, p.weights_src}, {DNNL_ARG_DIFF_DST, p.diff_dst},
-                                        {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights}, {DNNL_ARG_DIFF_BIAS, p.diff_bias}});
-  const std::size_t weights = static_cast<std::size_t>(g.out_c) * g.c * g.kh * g.kw;
-  const float* db = static_cast<const float*>(p.diff_bias.get_data_handle());
-  if (!accumulate) {
-    s.reorder_out(p.diff_weights, p.weights_user, dweight);
-    s.stream.wait();
-    std::memcpy(dbias, db, static_cast<std::size_t>(g.out_c) * sizeof(float));
-  } else {
-    s.gradient.resize(weights);
-    s.reorder_out(p.diff_weights, p.weights_user, s.gradient.data());
-    s.stream.wait();
-    for (std::size_t i = 0; i < weights; ++i) dweight[i] += s.gradient[i];
-    for (int oc = 0; oc < g.out_c; ++oc) dbias[oc] += db[oc];
-  }
-  p.diff_dst_of = dy;
+  run("weight gradient", g, [&] {
+    Plan& p = s.plan(g);
+    p.prepare_backward();
+    // The forward input is still in the plan's memory unless another input came since.
+    const bool shares_forward_copy = p.weights_src.get_data_handle() == p.src.get_data_handle();
+    if (p.src_of != x || !shares_forward_copy) {
+      s.reorder_in(p.src_user, x, p.weights_src);
+      if (shares_forward_copy) p.src_of = x;  // what the forward's copy now holds
+    }
+    s.reorder_in(p.dst_user, dy, p.diff_dst);
+    p.backward_weights.execute(s.stream, {{DNNL_ARG_SRC, p.weights_src}, {DNNL_ARG_DIFF_DST, p.diff_dst},
+                                          {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights}, {DNNL_ARG_DIFF_BIAS, p.diff_bias}});
+    const std::size_t weights = static_cast<std::size_t>(g.out_c) * g.c * g.kh * g.kw;
+    const float* db = static_cast<const float*>(p.diff_bias.get_data_handle());
+    if (!accumulate) {
+      s.reorder_out(p.diff_weights, p.weights_user, dweight);
+      s.stream.wait();
+      std::memcpy(dbias, db, static_cast<std::size_t>(g.out_c) * sizeof(float));
+    } else {
+      s.gradient.resize(weights);
+      s.reorder_out(p.diff_weights, p.weights_user, s.gradient.data());
+      s.stream.wait();
+      for (std::size_t i = 0; i < weights; ++i) dweight[i] += s.gradient[i];
+      for (int oc = 0; oc < g.out_c; ++oc) dbias[oc] += db[oc];
+    }
+    p.diff_dst_of = dy;
+  });
 }
 
 void backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
-  Plan& p = s.plan(g);
-  // The weights and dy are in the plan's memory from this step's forward and weight gradient.
-  if (p.diff_dst_of != dy || p.data_diff_dst.get_data_handle() != p.diff_dst.get_data_handle())
-    s.reorder_in(p.dst_user, dy, p.data_diff_dst);
-  if (p.weights_of != weight || p.data_weights.get_data_handle() != p.weights.get_data_handle())
-    s.reorder_in(p.weights_user, weight, p.data_weights);
-  p.backward_data.execute(s.stream, {{DNNL_ARG_DIFF_DST, p.data_diff_dst}, {DNNL_ARG_WEIGHTS, p.data_weights},
-                                     {DNNL_ARG_DIFF_SRC, p.diff_src}});
-  s.reorder_out(p.diff_src, p.src_user, dx);
-  s.stream.wait();
-  // Next step's dy and weights may sit in the same buffers with new values.
-  p.diff_dst_of = nullptr;
-  p.weights_of = nullptr;
+  run("input gradient", g, [&] {
+    Plan& p = s.plan(g);
+    p.prepare_backward();
+    // The weights and dy are in the plan's memory from this step's forward and weight gradient.
+    if (p.diff_dst_of != dy || p.data_diff_dst.get_data_handle() != p.diff_dst.get_data_handle())
+      s.reorder_in(p.dst_user, dy, p.data_diff_dst);
+    if (p.weights_of != weight || p.data_weights.get_data_handle() != p.weights.get_data_handle())
+      s.reorder_in(p.weights_user, weight, p.data_weights);
+    p.backward_data.execute(s.stream, {{DNNL_ARG_DIFF_DST, p.data_diff_dst}, {DNNL_ARG_WEIGHTS, p.data_weights},
+                                       {DNNL_ARG_DIFF_SRC, p.diff_src}});
+    s.reorder_out(p.diff_src, p.src_user, dx);
+    s.stream.wait();
+    // Next step's dy and weights may sit in the same buffers with new values.
+    p.diff_dst_of = nullptr;
+    p.weights_of = nullptr;
+  });
 }
 
 }  // namespace mpiddp::cpu::onednn_conv
