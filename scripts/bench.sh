@@ -48,6 +48,7 @@ grep '^peak:' "$work/peak"
 # Roofline rows, one per model at world 2 (printed at the end): roof_row NAME RUN_DIR PYTORCH_RATE UNITS_PER_SAMPLE.
 roof=()
 trace=(--train.trace_steps 20)
+traced_at() { [ "$1" != 2 ] || echo "${trace[@]}"; }  # WORLD: the trace settings, for world 2's runs only
 roof_row() {
   local s=$2/summary.json
   roof+=("$(/usr/bin/python3 - "$1" "$s" "$3" "$4" "$peak" "$here/trace-shares" "$2" <<'PY'
@@ -85,7 +86,7 @@ printf "|---|---|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_mlp.ini" --data.train "$data/train" --train.eval false \
     --train.epochs "$epochs" --train.batch_size "$batch" --train.threads 1 --checkpoint.every_epochs 0 \
-    --run.dir "$work/run$world" "${bench_args[@]}" $( [ $world = 2 ] && echo "${trace[@]}") > "$work/log$world" 2>&1
+    --run.dir "$work/run$world" "${bench_args[@]}" $(traced_at $world) > "$work/log$world" 2>&1
   s=$work/run$world/summary.json
   ours[$world]=$(field "$s" train_samples_per_s)
   torch_rate[$world]="n/a"
@@ -118,7 +119,7 @@ printf "|---|---|---|---|---|---|\n"
 for world in 1 2; do
   "$mpiexec" -n $world "$mpiddp" train "$root/inputs/fmnist_cnn.ini" --data.train "$data/train" --train.eval false \
     --data.augment "" --train.max_steps "$cnn_steps" --train.batch_size "$batch" --train.threads 1 \
-    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" "${bench_args[@]}" $( [ $world = 2 ] && echo "${trace[@]}") \
+    --checkpoint.every_epochs 0 --run.dir "$work/cnn$world" "${bench_args[@]}" $(traced_at $world) \
     > "$work/cnnlog$world" 2>&1
   s=$work/cnn$world/summary.json
   rate=$(field "$s" train_samples_per_s)
@@ -164,7 +165,7 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
   for world in 1 2; do
     "$mpiexec" -n $world "$mpiddp" train "$ini" --data.train "$train" --train.eval false --train.max_steps "$model_steps" \
       --train.threads 1 --checkpoint.every_epochs 0 --run.dir "$work/$name$world" "$@" "${bench_args[@]}" \
-      $( [ $world = 2 ] && echo "${trace[@]}") > "$work/${name}log$world" 2>&1
+      $(traced_at $world) > "$work/${name}log$world" 2>&1
     local s=$work/$name$world/summary.json per=1 rate theirs="n/a" batch_per_rank
     [ "$context" = 0 ] || per=$context
     rate=$(/usr/bin/python3 -c "print($(field "$s" train_samples_per_s) * $per)")

@@ -26,7 +26,8 @@ void use_gemm_library(CpuKernels choice) {
 }
 
 CpuKernels gemm_library() { return active; }
-const char* convolution_method() { return active == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas"; }
+bool onednn_convolutions() { return active == CpuKernels::onednn; }
+const char* convolution_method() { return onednn_convolutions() ? "onednn primitives" : "im2col+openblas"; }
 bool onednn_linked() { return onednn::linked(); }
 std::string onednn_version() { return onednn::version(); }
 

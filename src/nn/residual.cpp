@@ -33,7 +33,8 @@ void LayerChain::declare(ParameterStore& params, const std::string& prefix, cons
   spans_.clear();
   for (std::size_t j = 0; j < layers_.size(); ++j) {
     const std::string path = prefix + "." + name + "." + std::to_string(j);
-    spans_.push_back({trace_label("forward " + path), trace_label("backward " + path), trace_label(layers_[j]->kind())});
+    spans_.push_back(
+        {trace_label("forward " + path), trace_label("backward " + path), trace_label(layers_[j]->kind())});
     try {
       shapes_.push_back(layers_[j]->output_shape(shapes_.back()));
       layers_[j]->declare(params, path, shapes_[j]);

@@ -313,10 +313,10 @@ void TrainingSession::print_banner() const {
   if (!compute.note.empty()) std::printf("note: %s\n", compute.note.c_str());
   const bool onednn = cpu::gemm_library() == CpuKernels::onednn;
   std::printf("world %d rank(s), device %s, precision %s, gradients over %s, %d BLAS thread(s) per rank, "
-              "CPU kernels: %s%s (matrix products, %s convolutions)\n",
+              "CPU kernels: %s%s (matrix products; convolutions: %s)\n",
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
-              onednn ? cpu::onednn_version().c_str() : "", onednn ? "oneDNN primitive" : "im2col");
+              onednn ? cpu::onednn_version().c_str() : "", cpu::convolution_method());
   if (!kernel_note.empty()) std::printf("note: %s\n", kernel_note.c_str());
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {

@@ -19,8 +19,9 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 // (oneDNN's primitives, or im2col + OpenBLAS): auto means onednn where this build has it.
 void use_gemm_library(CpuKernels choice);
 CpuKernels gemm_library();
-// How the CPU's Conv2d runs under that choice: "onednn primitives" (oneDNN's own
-// convolutions, ops/conv/onednn_conv.hpp) or "im2col+openblas".
+// Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp)
+// under that choice, and its name: "onednn primitives" or "im2col+openblas".
+bool onednn_convolutions();
 const char* convolution_method();
 // Whether this build links oneDNN, and its version ("" when it does not).
 bool onednn_linked();

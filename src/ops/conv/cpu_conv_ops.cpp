@@ -36,10 +36,6 @@ struct ConvScratch final : LayerScratch {
   }
 };
 
-// Whether this process runs convolutions through oneDNN's primitives (read at
-// every call: the choice is made once, before training, by train.cpu_kernels).
-bool onednn_primitives() { return gemm_library() == CpuKernels::onednn; }
-
 // The output columns ox whose input column ox * stride - padding + kj lies
 // inside the image: [first, last).
 struct ValidSpan {
@@ -104,7 +100,7 @@ class CpuConvOps final : public ConvOps {
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (onednn_primitives()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
+    if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
       const int count = std::min(p.per_chunk, g.n - first);
@@ -128,7 +124,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (onednn_primitives())
+    if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
     const Plan p(g);
     for (int oc = 0; oc < g.out_c; ++oc) {
@@ -155,7 +151,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (onednn_primitives()) return onednn_conv::backward_input(dy, weight, dx, g, s.onednn_scratch());
+    if (onednn_convolutions()) return onednn_conv::backward_input(dy, weight, dx, g, s.onednn_scratch());
     const Plan p(g);
     std::fill(dx, dx + static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 0.0f);
     for (int first = 0; first < g.n; first += p.per_chunk) {
