@@ -51,11 +51,17 @@ void BatchNorm::on_bind() {
   for (Matrix* m : {&moments_, &gathered_, &saved_, &sums_, &global_sums_}) *m = Matrix(&device());
 }
 
+bool BatchNorm::absorb_next(const Layer* next) {
+  relu_after_ = next && next->is_relu() && norm().fuses_relu();
+  return relu_after_;
+}
+
 NormGeometry BatchNorm::geometry(std::size_t samples) const {
   NormGeometry g;
   g.n = static_cast<int>(samples);
   g.c = static_cast<int>(channels_);
   g.spatial = static_cast<int>(spatial_);
+  g.relu_after = relu_after_;
   return g;
 }
 
@@ -110,12 +116,12 @@ void BatchNorm::save_running_statistics(ParameterStore& p, std::size_t samples) 
   device().copy_to_device(saved_.data(), saved.data(), saved.size() * sizeof(float));
 }
 
-void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
+void BatchNorm::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                          bool accumulate) {
   const NormGeometry g = geometry(x.rows());
   if (evaluated_) save_running_statistics(params, x.rows());
   sums_.resize(2, channels_);
-  norm().backward_sums(x.data(), dy.data(), saved_.data(), sums_.data(), g);
+  norm().backward_sums(x.data(), dy.data(), y.data(), saved_.data(), sums_.data(), g);
   // Weight and bias gradients come from this rank's batch (DDP averages them);
   // the input gradient needs the sums over the batch the statistics came from.
   norm().backward_params(sums_.data(), saved_.data(), params.grad(weight_), params.grad(bias_), g.c, accumulate);
@@ -133,7 +139,8 @@ void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matri
     sums = &global_sums_;
   }
   dx->resize(x.rows(), x.cols());
-  norm().backward_input(x.data(), dy.data(), saved_.data(), params.value(weight_), sums->data(), dx->data(), g);
+  norm().backward_input(x.data(), dy.data(), y.data(), saved_.data(), params.value(weight_), sums->data(),
+                        dx->data(), g);
 }
 
 }  // namespace mpiddp

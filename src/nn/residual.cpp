@@ -50,26 +50,30 @@ void LayerChain::bind(Device& device) {
   grad_a_ = Matrix(&device);
   grad_b_ = Matrix(&device);
   for (auto& layer : layers_) layer->bind(device);
+  absorbed_ = absorb_layers(layers_);
+  passed_.assign(layers_.size(), nullptr);
 }
 
 const Matrix& LayerChain::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t j = 0; j < layers_.size(); ++j) {
+    passed_[j] = input;  // a layer done inside the one before passes its output on
+    if (absorbed_[j]) continue;
     TraceSpan span(spans_[j].forward, -1, spans_[j].kind);
     layers_[j]->forward(*input, outputs_[j], ctx);
-    input = &outputs_[j];
+    input = passed_[j] = &outputs_[j];
   }
   return *input;
 }
 
 void LayerChain::backward(const Matrix& x, const Matrix& dy, Matrix* dx, ParameterStore& params, bool accumulate) {
   const Matrix* grad = &dy;
-  Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t j = layers_.size(); j-- > 0;) {
+    if (absorbed_[j]) continue;  // its gradient is taken inside the layer before
     TraceSpan span(spans_[j].backward, -1, spans_[j].kind);
-    const Matrix& input = j == 0 ? x : outputs_[j - 1];
-    Matrix* grad_input = j == 0 ? dx : buffers[j % 2];
-    layers_[j]->backward(input, outputs_[j], *grad, grad_input, params, accumulate);
+    const Matrix& input = j == 0 ? x : *passed_[j - 1];
+    Matrix* grad_input = j == 0 ? dx : grad == &grad_a_ ? &grad_b_ : &grad_a_;
+    layers_[j]->backward(input, *passed_[j], *grad, grad_input, params, accumulate);
     grad = grad_input;
   }
 }

@@ -36,6 +36,8 @@ Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& 
     kinds_.push_back(trace_label(layer->kind()));
   }
   shapes_ = declare_layers(layers_, input, params_);
+  absorbed_ = absorb_layers(layers_);
+  outputs_.assign(layers_.size(), nullptr);
   try {
     params_.allocate(device_);
   } catch (const std::bad_alloc&) {
@@ -69,6 +71,8 @@ void Sequential::set_cross_rank(CrossRank* collectives) {
 const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
   const Matrix* input = &x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    outputs_[i] = input;  // a layer done inside the one before passes its output on
+    if (absorbed_[i]) continue;
     TraceSpan span("forward layer", static_cast<int>(i), kinds_[i]);
     try {
       layers_[i]->forward(*input, activations_[i + 1], ctx);
@@ -77,7 +81,7 @@ const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
     } catch (const std::bad_alloc&) {
       throw out_of_memory("forward", i, input->rows());
     }
-    input = &activations_[i + 1];
+    input = outputs_[i] = &activations_[i + 1];
   }
   first_input_ = &x;  // the caller owns the input; backward reads it from there
   return *input;
@@ -86,14 +90,14 @@ const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
 void Sequential::backward(const Matrix& grad_output, bool accumulate, const GradReadyHook& on_ready,
                           Matrix* input_grad) {
   const Matrix* grad = &grad_output;
-  Matrix* buffers[2] = {&grad_a_, &grad_b_};
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    if (absorbed_[i]) continue;  // its gradient is taken inside the layer before
     TraceSpan span("backward layer", static_cast<int>(i), kinds_[i]);
-    const Matrix& input = i == 0 ? *first_input_ : activations_[i];
+    const Matrix& input = i == 0 ? *first_input_ : *outputs_[i - 1];
     // The network input needs no gradient: skipping it saves the largest GEMM.
-    Matrix* grad_input = i == 0 ? input_grad : buffers[i % 2];
+    Matrix* grad_input = i == 0 ? input_grad : grad == &grad_a_ ? &grad_b_ : &grad_a_;
     try {
-      layers_[i]->backward(input, activations_[i + 1], *grad, grad_input, params_, accumulate);
+      layers_[i]->backward(input, *outputs_[i], *grad, grad_input, params_, accumulate);
     } catch (const std::bad_alloc&) {
       throw out_of_memory("backward", i, input.rows());
     }

@@ -26,6 +26,8 @@ class BatchNorm final : public Layer {
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
   std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+  // A ReLU right after it, where the device's ops fuse it (NormOps::fuses_relu).
+  bool absorb_next(const Layer* next) override;
 
  private:
   NormGeometry geometry(std::size_t samples) const;
@@ -39,6 +41,7 @@ class BatchNorm final : public Layer {
   bool sync_;
   CrossRank* cross_rank_ = nullptr;
   bool evaluated_ = false;  // the last forward normalised with the running statistics
+  bool relu_after_ = false;  // it writes max(y, 0) for the ReLU after it (absorb_next)
   std::size_t channels_ = 0, spatial_ = 1;
   std::size_t weight_ = 0, bias_ = 0, running_mean_ = 0, running_var_ = 0, batches_tracked_ = 0;
   ParameterStore* params_ = nullptr;

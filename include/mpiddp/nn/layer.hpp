@@ -81,6 +81,12 @@ class Layer {
   virtual std::vector<std::size_t> parameter_indices() const { return {}; }
   // The layers it contains, in order (after declare()); none for a plain layer.
   virtual std::vector<InnerLayer> inner_layers() const { return {}; }
+  virtual bool is_relu() const { return false; }
+  // Offers the layer after this one (null: none) to be done inside this one's
+  // passes over memory: BatchNorm takes a ReLU, writing max(y, 0) and masking its
+  // own gradient with it. True when it did; the chain then skips that layer.
+  // Called after every bind() (the device decides what fuses).
+  virtual bool absorb_next(const Layer* /*next*/) { return false; }
 
  protected:
   Device& device() const { return *device_; }
@@ -89,5 +95,16 @@ class Layer {
  private:
   Device* device_ = &cpu_device();
 };
+
+// After bind(): which layers of a chain the layer before takes over
+// (absorb_next), offered left to right; a layer that was taken over takes over none.
+inline std::vector<bool> absorb_layers(const std::vector<std::unique_ptr<Layer>>& layers) {
+  std::vector<bool> absorbed(layers.size(), false);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer* next = i + 1 < layers.size() && !absorbed[i] ? layers[i + 1].get() : nullptr;
+    if (layers[i]->absorb_next(next)) absorbed[i + 1] = true;
+  }
+  return absorbed;
+}
 
 }  // namespace mpiddp

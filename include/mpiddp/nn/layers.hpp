@@ -50,6 +50,7 @@ class Activation final : public Layer {
   explicit Activation(ActivationKind kind) : kind_(kind) {}
   std::string kind() const override;
   std::string arguments() const override { return kind_ == ActivationKind::gelu_tanh ? "approximate='tanh'" : ""; }
+  bool is_relu() const override { return kind_ == ActivationKind::relu; }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;

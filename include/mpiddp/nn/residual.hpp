@@ -34,6 +34,8 @@ class LayerChain {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;     // [j]: input of layer j
   std::vector<Matrix> outputs_;   // [j]: output of layer j
+  std::vector<bool> absorbed_;    // layers done inside the one before (absorb_layers)
+  std::vector<const Matrix*> passed_;  // [j]: layer j's output from the last forward (its input when absorbed)
   Matrix grad_a_{nullptr}, grad_b_{nullptr};
   // Trace span names ("forward layers.3.body.0") and the layer's kind, made once in declare().
   struct SpanLabels {

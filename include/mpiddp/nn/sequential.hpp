@@ -29,6 +29,8 @@ class Sequential {
   std::size_t out_features() const { return element_count(shapes_.back()); }
   const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // [i]: whether layer i runs inside layer i - 1's passes (absorb_layers).
+  const std::vector<bool>& absorbed() const { return absorbed_; }
   // Gives layers that need them (SyncBatchNorm) their cross-rank collectives.
   void set_cross_rank(CrossRank* collectives);
 
@@ -57,6 +59,8 @@ class Sequential {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;        // shapes_[i]: input of layer i; the last: the model's output
   std::vector<Matrix> activations_;  // activations_[i + 1] is the output of layer i
+  std::vector<bool> absorbed_;       // layers done inside the one before (absorb_layers)
+  std::vector<const Matrix*> outputs_;  // [i]: layer i's output from the last forward (its input when absorbed)
   Device* device_;
   Matrix grad_a_, grad_b_, grad_output_;
   const Matrix* first_input_ = nullptr;

@@ -13,8 +13,31 @@
 namespace mpiddp::cpu {
 namespace {
 
+// One plane of the output: x * scale + shift, through a fused ReLU when asked.
+MPIDDP_VECTOR_CLONES
+void plane_affine(const float* __restrict x, float* __restrict y, std::size_t n, float scale, float shift,
+                  bool relu) {
+  if (relu)
+    for (std::size_t i = 0; i < n; ++i) y[i] = ew::relu(x[i] * scale + shift);
+  else
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
+}
+
+// One plane of dx (ew::bn_input_grad), dy first through a fused ReLU's gradient when relu_y is given.
+MPIDDP_VECTOR_CLONES
+void plane_input_grad(const float* __restrict x, const float* __restrict dy, const float* __restrict relu_y,
+                      float* __restrict dx, std::size_t n, float mean, float mean_dy, float projection, float scale) {
+  if (relu_y)
+    for (std::size_t i = 0; i < n; ++i)
+      dx[i] = ew::bn_input_grad(x[i], ew::relu_grad(relu_y[i], 0.0f, dy[i]), mean, mean_dy, projection, scale);
+  else
+    for (std::size_t i = 0; i < n; ++i) dx[i] = ew::bn_input_grad(x[i], dy[i], mean, mean_dy, projection, scale);
+}
+
 class CpuNormOps final : public NormOps {
  public:
+  bool fuses_relu() const override { return true; }
+
   void batch_moments(const float* x, float* moments, const NormGeometry& g) override {
     const double count = static_cast<double>(g.n) * g.spatial;
     for (int ch = 0; ch < g.c; ++ch) {
@@ -72,12 +95,14 @@ class CpuNormOps final : public NormOps {
     }
   }
 
-  void backward_sums(const float* x, const float* dy, const float* saved, float* sums, const NormGeometry& g) override {
+  void backward_sums(const float* x, const float* dy, const float* y, const float* saved, float* sums,
+                     const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
       double sum_dy = 0.0, sum_dy_xmu = 0.0;
       for (int i = 0; i < g.n; ++i) {
+        const std::size_t at = offset(i, ch, g);
         float projection = 0.0f;
-        sum_dy += plane_grad_sums(x + offset(i, ch, g), dy + offset(i, ch, g), g.spatial, saved[ch], &projection);
+        sum_dy += plane_grad_sums(x + at, dy + at, g.relu_after ? y + at : nullptr, g.spatial, saved[ch], &projection);
         sum_dy_xmu += projection;
       }
       sums[ch] = static_cast<float>(sum_dy);
@@ -94,8 +119,8 @@ class CpuNormOps final : public NormOps {
     }
   }
 
-  void backward_input(const float* x, const float* dy, const float* saved, const float* weight, const float* sums,
-                      float* dx, const NormGeometry& g) override {
+  void backward_input(const float* x, const float* dy, const float* y, const float* saved, const float* weight,
+                      const float* sums, float* dx, const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
       const float mean = saved[ch], invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
       const float mean_dy = sums[ch] / count;
@@ -103,8 +128,8 @@ class CpuNormOps final : public NormOps {
       const float scale = invstd * weight[ch];
       for (int i = 0; i < g.n; ++i) {
         const std::size_t at = offset(i, ch, g);
-        for (int q = 0; q < g.spatial; ++q)
-          dx[at + q] = ew::bn_input_grad(x[at + q], dy[at + q], mean, mean_dy, projection, scale);
+        plane_input_grad(x + at, dy + at, g.relu_after ? y + at : nullptr, dx + at, g.spatial, mean, mean_dy,
+                         projection, scale);
       }
     }
   }
@@ -118,7 +143,7 @@ class CpuNormOps final : public NormOps {
     const float scale = invstd * w, shift = b - mean * scale;
     for (int i = 0; i < g.n; ++i) {
       const std::size_t at = offset(i, ch, g);
-      for (int q = 0; q < g.spatial; ++q) y[at + q] = x[at + q] * scale + shift;
+      plane_affine(x + at, y + at, g.spatial, scale, shift, g.relu_after);
     }
   }
 };

@@ -3,8 +3,10 @@
 // independent partial sums so the compiler can vectorise them without
 // reassociating (no -ffast-math); the order is fixed, so results repeat bit for bit.
 #include <cstddef>
+#include <cstring>
 
 #include "mpiddp/common/simd.hpp"
+#include "mpiddp/device/elementwise.hpp"
 
 namespace mpiddp::cpu {
 
@@ -32,24 +34,47 @@ MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n
   return sum;
 }
 
-// sum(dy), and sum(dy * (x - centre)) into *projection.
-MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* dy, std::size_t n, float centre,
-                                                  float* projection) {
-  float s[8] = {}, p[8] = {};
+// Eight lanes as one value: lane j holds what the scalar loops' s[j] held. A
+// conditional per lane stops GCC's vectoriser on the scalar form, not on this.
+// (Loaded with memcpy in place: a function returning one would change the ABI
+// between the instruction sets the loops are built for.)
+typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
+
+// sum(d), and sum(d * (x - centre)) into *projection, where d is dy or, with
+// relu_y (a fused ReLU's output), the gradient through that ReLU: 0 where
+// relu_y <= 0, else dy (ew::relu_grad), lane for lane.
+MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* dy, const float* relu_y,
+                                                  std::size_t n, float centre, float* projection) {
+  Lanes8 s = {}, p = {};
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      s[j] += dy[i + j];
-      p[j] += dy[i + j] * (x[i + j] - centre);
+  if (relu_y) {
+    for (; i + 8 <= n; i += 8) {
+      Lanes8 y, d, v;
+      std::memcpy(&y, relu_y + i, sizeof(y));
+      std::memcpy(&d, dy + i, sizeof(d));
+      std::memcpy(&v, x + i, sizeof(v));
+      d = y <= 0.0f ? Lanes8{} : d;
+      s += d;
+      p += d * (v - centre);
     }
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      Lanes8 d, v;
+      std::memcpy(&d, dy + i, sizeof(d));
+      std::memcpy(&v, x + i, sizeof(v));
+      s += d;
+      p += d * (v - centre);
+    }
+  }
   float sum = 0.0f, proj = 0.0f;
   for (int j = 0; j < 8; ++j) {
     sum += s[j];
     proj += p[j];
   }
   for (; i < n; ++i) {
-    sum += dy[i];
-    proj += dy[i] * (x[i] - centre);
+    const float d = relu_y ? ew::relu_grad(relu_y[i], 0.0f, dy[i]) : dy[i];
+    sum += d;
+    proj += d * (x[i] - centre);
   }
   *projection = proj;
   return sum;

@@ -32,15 +32,17 @@ class CudaNormOps final : public NormOps {
     bn_eval_invstd(running_var, eps, invstd, g.c, stream());
     bn_apply(x, y, running_mean, invstd, weight, bias, g, stream());
   }
-  void backward_sums(const float* x, const float* dy, const float* saved, float* sums, const NormGeometry& g) override {
+  // fuses_relu() is false: g.relu_after is never set here, and y is not read.
+  void backward_sums(const float* x, const float* dy, const float*, const float* saved, float* sums,
+                     const NormGeometry& g) override {
     bn_backward_sums(x, dy, saved, sums, g, stream());
   }
   void backward_params(const float* sums, const float* saved, float* dweight, float* dbias, int c,
                        bool accumulate) override {
     bn_backward_params(sums, saved, dweight, dbias, c, accumulate, stream());
   }
-  void backward_input(const float* x, const float* dy, const float* saved, const float* weight, const float* sums,
-                      float* dx, const NormGeometry& g) override {
+  void backward_input(const float* x, const float* dy, const float*, const float* saved, const float* weight,
+                      const float* sums, float* dx, const NormGeometry& g) override {
     bn_backward_input(x, dy, saved, weight, sums, dx, g, stream());
   }
 
