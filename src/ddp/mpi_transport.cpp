@@ -101,6 +101,7 @@ class MpiTransport final : public GradientTransport {
       mpi_->wait();
       device_.copy_to_device(data_, host_, count_ * sizeof(float));
     }
+    void progress() override { mpi_->progress(); }
 
    private:
     std::unique_ptr<PendingReduction> mpi_;

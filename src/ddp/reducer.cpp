@@ -104,6 +104,8 @@ void GradientReducer::mark_ready(const std::vector<std::size_t>& parameters) {
   if (!sync_) return;
   for (std::size_t p : parameters) ++buckets_[bucket_of_[p]].ready;
   launch_ready_buckets();
+  for (std::size_t i = 0; i < next_to_launch_; ++i)
+    if (buckets_[i].pending) buckets_[i].pending->progress();
 }
 
 void GradientReducer::launch_ready_buckets() {

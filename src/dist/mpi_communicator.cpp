@@ -34,6 +34,13 @@ class MpiPendingReduction final : public PendingReduction {
               "MPI_Waitall(all-reduce)");
     requests.clear();
   }
+  void progress() override {
+    if (requests.empty()) return;
+    int complete = 0;
+    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE),
+              "MPI_Testall(all-reduce)");
+    if (complete) requests.clear();
+  }
   ~MpiPendingReduction() override {
     // A reduction abandoned by an exception must not be left in flight, nor wait
     // forever for peers that abandoned it too: the watchdog bounds it.

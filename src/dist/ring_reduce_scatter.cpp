@@ -20,6 +20,9 @@ class RingReduceScatter::Handle final : public PendingReduction {
     Watchdog::Scope watch("gradient reduce-scatter (ring)");
     ring_->advance(true, id_);
   }
+  void progress() override {
+    if (!ring_->done(id_)) ring_->advance(false, 0);
+  }
   ~Handle() override {
     // A reduction abandoned by an exception must not be left in flight, nor wait
     // forever for peers that abandoned it too: the watchdog bounds it.

@@ -17,6 +17,9 @@ class PendingReduction {
  public:
   virtual ~PendingReduction() = default;
   virtual void wait() = 0;
+  // Lets the transfer advance without waiting for it: MPI moves a non-blocking
+  // collective only inside MPI calls, so the reducer calls this between layers.
+  virtual void progress() {}
 };
 
 class Communicator {
