@@ -21,6 +21,7 @@
 #include "mpiddp/common/printable.hpp"
 #include "flat_range.hpp"
 #include "mpiddp/data/sampler.hpp"
+#include "mpiddp/nn/kernel_choices.hpp"
 #include "format3.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
@@ -314,9 +315,9 @@ TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& p
   if (h5::has_attribute(f, "run_id")) state.run_id = h5::read_string_attribute(f, "run_id", path);
   if (h5::has_attribute(f, "cpu_kernels")) {
     state.cpu_kernels = h5::read_string_attribute(f, "cpu_kernels", path);
-    if (state.cpu_kernels != "onednn" && state.cpu_kernels != "openblas")
+    if (!valid_kernel_choices(state.cpu_kernels))
       throw InputError(path + ": attribute 'cpu_kernels' is '" + printable(state.cpu_kernels) +
-                       "', must be onednn or openblas (damaged or edited checkpoint)");
+                       "', must be onednn or openblas, then ';layer=library' entries (damaged or edited checkpoint)");
   }
   return state;
 }

@@ -115,7 +115,8 @@ int command_bench_conv(const std::vector<std::string>& args) {
   const double flops = 2.0 * static_cast<double>(out) * g.c * g.kh * g.kw;
   char shape[200];
   std::snprintf(shape, sizeof(shape), "conv %s batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d",
-                cpu::convolution_method(), g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding, threads);
+                cpu::convolution_method(cpu::gemm_library()), g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding,
+                threads);
   bench::print_line(std::string(shape) + " forward", forward, flops, wrong, checked);
   bench::print_line(std::string(shape) + " weight-grad", weight_grad, flops, wrong, checked);
   bench::print_line(std::string(shape) + " input-grad", input_grad, flops, wrong, checked);

@@ -14,11 +14,13 @@ CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : 
 // auto's library unless train.cpu_kernels says otherwise (Session sets it before
 // any product runs); read by every sgemm.
 CpuKernels active = automatic_library();
+// A layer's own library while its passes run (LibraryScope); automatic: none.
+thread_local CpuKernels scoped = CpuKernels::automatic;
 
 }  // namespace
 
 void use_gemm_library(CpuKernels choice) {
-  if (choice == CpuKernels::automatic) choice = automatic_library();
+  if (choice == CpuKernels::automatic || choice == CpuKernels::tune) choice = automatic_library();
   if (choice == CpuKernels::onednn && !onednn::linked())
     throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
                      "Spack: +onednn); use auto or openblas");
@@ -26,15 +28,24 @@ void use_gemm_library(CpuKernels choice) {
 }
 
 CpuKernels gemm_library() { return active; }
-bool onednn_convolutions() { return active == CpuKernels::onednn; }
-const char* convolution_method() { return onednn_convolutions() ? "onednn primitives" : "im2col+openblas"; }
+
+LibraryScope::LibraryScope(CpuKernels choice) : outer_(scoped) {
+  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas) scoped = choice;
+}
+LibraryScope::~LibraryScope() { scoped = outer_; }
+
+CpuKernels library_in_effect() { return scoped == CpuKernels::automatic ? active : scoped; }
+bool onednn_convolutions() { return library_in_effect() == CpuKernels::onednn; }
+const char* convolution_method(CpuKernels library) {
+  return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
+}
 bool onednn_linked() { return onednn::linked(); }
 std::string onednn_version() { return onednn::version(); }
 
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
-  if (active == CpuKernels::onednn) {
+  if (library_in_effect() == CpuKernels::onednn) {
     onednn::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

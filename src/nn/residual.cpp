@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mpiddp/common/trace.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "ops/pointwise/pointwise_ops.hpp"
 
 namespace mpiddp {
@@ -60,6 +61,7 @@ const Matrix& LayerChain::forward(const Matrix& x, const ForwardContext& ctx) {
     passed_[j] = input;  // a layer done inside the one before passes its output on
     if (absorbed_[j]) continue;
     TraceSpan span(spans_[j].forward, -1, spans_[j].kind);
+    const cpu::LibraryScope library(layers_[j]->cpu_kernels());
     layers_[j]->forward(*input, outputs_[j], ctx);
     input = passed_[j] = &outputs_[j];
   }
@@ -73,8 +75,17 @@ void LayerChain::backward(const Matrix& x, const Matrix& dy, Matrix* dx, Paramet
     TraceSpan span(spans_[j].backward, -1, spans_[j].kind);
     const Matrix& input = j == 0 ? x : *passed_[j - 1];
     Matrix* grad_input = j == 0 ? dx : grad == &grad_a_ ? &grad_b_ : &grad_a_;
+    const cpu::LibraryScope library(layers_[j]->cpu_kernels());
     layers_[j]->backward(input, *passed_[j], *grad, grad_input, params, accumulate);
     grad = grad_input;
+  }
+}
+
+void LayerChain::visit(const std::string& path, const LayerVisitor& visit) {
+  for (std::size_t j = 0; j < layers_.size() && j < shapes_.size(); ++j) {
+    const std::string name = path + "." + std::to_string(j);
+    visit(name, *layers_[j], shapes_[j]);
+    layers_[j]->visit_inner(name, visit);
   }
 }
 
@@ -194,6 +205,11 @@ std::vector<InnerLayer> Residual::inner_layers() const {
   body_.list_inner("body", all);
   shortcut_.list_inner("shortcut", all);
   return all;
+}
+
+void Residual::visit_inner(const std::string& name, const LayerVisitor& visit) {
+  body_.visit(name + ".body", visit);
+  shortcut_.visit(name + ".shortcut", visit);
 }
 
 std::vector<std::size_t> Residual::parameter_indices() const {

@@ -6,6 +6,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/memory.hpp"
 #include "mpiddp/common/trace.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
 
 namespace mpiddp {
 
@@ -64,6 +65,14 @@ std::vector<Shape> declare_layers(const std::vector<std::unique_ptr<Layer>>& lay
   return shapes;
 }
 
+void Sequential::visit_layers(const LayerVisitor& visit) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::string name = "layers." + std::to_string(i);
+    visit(name, *layers_[i], shapes_[i]);
+    layers_[i]->visit_inner(name, visit);
+  }
+}
+
 void Sequential::set_cross_rank(CrossRank* collectives) {
   for (auto& layer : layers_) layer->set_cross_rank(collectives);
 }
@@ -74,6 +83,7 @@ const Matrix& Sequential::forward(const Matrix& x, const ForwardContext& ctx) {
     outputs_[i] = input;  // a layer done inside the one before passes its output on
     if (absorbed_[i]) continue;
     TraceSpan span("forward layer", static_cast<int>(i), kinds_[i]);
+    const cpu::LibraryScope library(layers_[i]->cpu_kernels());
     try {
       layers_[i]->forward(*input, activations_[i + 1], ctx);
     } catch (const LayerError& e) {
@@ -96,6 +106,7 @@ void Sequential::backward(const Matrix& grad_output, bool accumulate, const Grad
     const Matrix& input = i == 0 ? *first_input_ : *outputs_[i - 1];
     // The network input needs no gradient: skipping it saves the largest GEMM.
     Matrix* grad_input = i == 0 ? input_grad : grad == &grad_a_ ? &grad_b_ : &grad_a_;
+    const cpu::LibraryScope library(layers_[i]->cpu_kernels());
     try {
       layers_[i]->backward(input, *outputs_[i], *grad, grad_input, params_, accumulate);
     } catch (const std::bad_alloc&) {

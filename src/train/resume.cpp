@@ -287,6 +287,13 @@ std::optional<TrainingState> load_on_root(const std::string& resume, const Check
   return std::nullopt;
 }
 
+// The code the resume header carries for a checkpoint's CPU kernels (see resume_training).
+std::int64_t kernels_code(const std::string& text) {
+  if (text == "openblas") return 1;
+  if (text == "onednn") return 2;
+  return text.empty() ? 0 : 3;
+}
+
 }  // namespace
 
 TrainingState fresh_training_state(const Config& config, int world_size, std::int64_t dataset_size) {
@@ -315,10 +322,11 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
   });
   // The position and the writer's geometry reach every rank (an elastic resume
   // splits the rest of the epoch by them).
-  // The kernels it trained with travel as a code: 0 unknown (older file), 1 openblas, 2 onednn.
-  std::int64_t header[16] = {};
+  // The kernels it trained with travel as a code: 0 unknown (older file), 1 openblas, 2 onednn,
+  // 3 per-layer choices (their text follows, its length in the last slot).
+  std::int64_t header[17] = {};
   if (state) {
-    const std::int64_t values[16] = {1,
+    const std::int64_t values[17] = {1,
                                      state->epoch,
                                      state->step_in_epoch,
                                      state->global_step,
@@ -333,11 +341,14 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
                                      state->accumulate,
                                      state->shuffle ? 1 : 0,
                                      state->drop_last ? 1 : 0,
-                                     state->cpu_kernels == "openblas" ? 1 : state->cpu_kernels == "onednn" ? 2 : 0};
+                                     kernels_code(state->cpu_kernels),
+                                     static_cast<std::int64_t>(state->cpu_kernels.size())};
     std::copy(std::begin(values), std::end(values), std::begin(header));
   }
   comm.broadcast(header, sizeof(header), 0);
   if (header[0] == 0) return std::nullopt;
+  std::string kernels = state ? state->cpu_kernels : std::string(static_cast<std::size_t>(header[16]), ' ');
+  if (header[15] == 3) comm.broadcast(kernels.data(), kernels.size(), 0);
   if (!state) {
     state.emplace();
     state->epoch = header[1];
@@ -354,7 +365,7 @@ std::optional<TrainingState> resume_training(const std::string& resume, const Ch
     state->accumulate = header[12];
     state->shuffle = header[13] != 0;
     state->drop_last = header[14] != 0;
-    state->cpu_kernels = header[15] == 1 ? "openblas" : header[15] == 2 ? "onednn" : "";
+    state->cpu_kernels = header[15] == 1 ? "openblas" : header[15] == 2 ? "onednn" : header[15] == 3 ? kernels : "";
   }
   // Host copies travel over MPI (rank 0 read them), then go to each device.
   comm.broadcast(params.host_values(), params.total() * sizeof(float), 0);

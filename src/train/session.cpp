@@ -11,8 +11,10 @@
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/embedding.hpp"
+#include "mpiddp/nn/kernel_choices.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/elastic.hpp"
+#include "mpiddp/train/kernel_tuning.hpp"
 #include "mpiddp/train/memory_budget.hpp"
 #include "mpiddp/train/resume.hpp"
 #include "mpiddp/train/run_directory.hpp"
@@ -55,21 +57,25 @@ void check_training_batches(const Sequential& model, const Config& config, std::
 }
 
 // A resume continues on the CPU kernels the run trained with (its checkpoint names
-// them), so it stays bit-exact: with train.cpu_kernels = auto they are taken
-// where this build has them. Otherwise (an explicit other choice, or oneDNN
-// missing from this build) the job goes on with its own, and the returned note
-// says that the rounding will differ from an uninterrupted run. Every rank
-// decides alike: the checkpoint's choice reached all of them.
-std::string keep_trained_kernels(const Config& config, const std::string& trained) {
-  const std::optional<CpuKernels> then = parse_choice<CpuKernels>(trained);
-  if (!then || *then == cpu::gemm_library()) return "";
-  const bool available = *then != CpuKernels::onednn || cpu::onednn_linked();
-  if (config.train.cpu_kernels == CpuKernels::automatic && available) {
-    cpu::use_gemm_library(*then);
+// them, per layer after train.cpu_kernels = tune), so it stays bit-exact: with
+// train.cpu_kernels = auto or tune they are taken where this build has them.
+// Otherwise (an explicit other choice, or oneDNN missing from this build) the job
+// goes on with its own, and the returned note says that the rounding will differ
+// from an uninterrupted run. Every rank decides alike: the checkpoint's choices
+// reached all of them.
+std::string keep_trained_kernels(const Config& config, const std::string& trained, Sequential& model,
+                                 const std::string& source) {
+  if (trained.empty()) return "";  // an older checkpoint: unknown
+  const std::string current = kernel_choices_text(model, cpu::gemm_library());
+  if (trained == current) return "";
+  const bool follows =
+      config.train.cpu_kernels == CpuKernels::automatic || config.train.cpu_kernels == CpuKernels::tune;
+  const bool available = kernel_choices_available(trained);
+  if (follows && available) {
+    cpu::use_gemm_library(apply_kernel_choices(model, trained, source));
     return "";
   }
-  return std::string("this run trained with CPU kernels ") + trained + " and continues with " +
-         name_of(cpu::gemm_library()) +
+  return "this run trained with CPU kernels " + trained + " and continues with " + current +
          (available ? " (train.cpu_kernels)" : " (this mpiddp was built without oneDNN)") +
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
@@ -271,8 +277,13 @@ void TrainingSession::restore(const std::string& resume) {
   // --resume auto) leaves it as it is: no output is reopened, so no file changes.
   complete = resumed && (resumed->epoch >= config.train.epochs ||
                          (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
-  if (resumed) kernel_note = keep_trained_kernels(config, resumed->cpu_kernels);
-  state.cpu_kernels = name_of(cpu::gemm_library());
+  if (resumed)
+    agree_or_fail(comm, [&] { kernel_note = keep_trained_kernels(config, resumed->cpu_kernels, *model,
+                                         resumed->path.empty() ? "the checkpoint" : resumed->path);
+    });
+  if (!complete && config.train.cpu_kernels == CpuKernels::tune && (!resumed || resumed->cpu_kernels.empty()))
+    tune_kernels();
+  state.cpu_kernels = kernel_choices_text(*model, cpu::gemm_library());
   if (complete) return;
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
@@ -289,6 +300,22 @@ void TrainingSession::restore(const std::string& resume) {
     checkpoints.remove_stale_temporaries();
     output = std::make_unique<RunOutput>(config.run.dir, config.resolved_ini, resumed ? state.global_step : -1,
                                          state.epoch);
+  });
+}
+
+// train.cpu_kernels = tune: every rank times its layers (as they will run, side
+// by side), and rank 0's choices go to all, so the ranks compute alike.
+void TrainingSession::tune_kernels() {
+  agree_or_fail(comm, [&] { tuned = tune_cpu_kernels(*model, static_cast<std::size_t>(config.train.batch_size)); });
+  std::vector<std::uint8_t> openblas(tuned.size());
+  for (std::size_t i = 0; i < tuned.size(); ++i) openblas[i] = tuned[i].chosen == CpuKernels::openblas ? 1 : 0;
+  if (!openblas.empty()) comm.broadcast(openblas.data(), openblas.size(), 0);
+  std::size_t next = 0;
+  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (!layer.has_own_products() || next >= openblas.size()) return;
+    tuned[next].chosen = openblas[next] ? CpuKernels::openblas : CpuKernels::onednn;
+    layer.set_cpu_kernels(tuned[next].chosen);
+    ++next;
   });
 }
 
@@ -316,7 +343,11 @@ void TrainingSession::print_banner() const {
               "CPU kernels: %s%s (matrix products; convolutions: %s)\n",
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
-              onednn ? cpu::onednn_version().c_str() : "", cpu::convolution_method());
+              onednn ? cpu::onednn_version().c_str() : "", cpu::convolution_method(cpu::gemm_library()));
+  if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
+  else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
+    std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",
+                cpu::onednn_linked() ? "off the CPU" : "this mpiddp was built without oneDNN");
   if (!kernel_note.empty()) std::printf("note: %s\n", kernel_note.c_str());
   // Every rank's placement, so the rank -> node -> GPU mapping is in the job log.
   for (const Placement& p : compute.placements) {

@@ -49,6 +49,12 @@ else
   expect_input_error train-onednn-missing 2 "train.cpu_kernels = onednn, but this mpiddp was built without oneDNN" \
     train /dev/null --data.train "$WORK/blobs" --model.hidden 8 --train.epochs 1 --train.cpu_kernels onednn \
     --run.dir "$WORK/run"
+  # tune has nothing to choose between: it says so and trains on OpenBLAS.
+  run_ranks 2 train /dev/null --data.train "$WORK/blobs" --model.hidden 8 --train.epochs 1 --train.cpu_kernels tune \
+    --run.dir "$WORK/tune" > "$WORK/tune.log" 2>&1 \
+    && grep -q "^note: train.cpu_kernels = tune has one library to choose from here (this mpiddp was built without oneDNN)" \
+      "$WORK/tune.log" && grep -q "CPU kernels: OpenBLAS" "$WORK/tune.log" && ! grep -q "timed per layer" "$WORK/tune.log" \
+    && pass "without oneDNN: tune says it has one library and trains on OpenBLAS" || fail "tune without oneDNN: $(cat "$WORK/tune.log")"
 fi
 expect_input_error gemm-kernels-unknown 1 "cpu_kernels" bench gemm --kernels blis --seconds 0.02
 expect_input_error peak-seconds 1 "--seconds must be in (0, 3600], got -1" bench peak --seconds -1

@@ -141,8 +141,54 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")"; then
   grep -q "^note: this run trained with CPU kernels openblas and continues with onednn (train.cpu_kernels): .*differ in rounding" \
     "$WORK/k3.log" && pass "an explicit other choice is taken, with a note" || fail "no note: $(grep -i kernels "$WORK/k3.log")"
 fi
+# train.cpu_kernels = tune: each Linear and Conv2d timed on both libraries, the
+# choices listed, kept per layer in the checkpoint and taken again (not re-timed)
+# by a resume, which ends bit-identical. Which library wins is the machine's
+# business; the test checks the mechanism, whatever was chosen.
+if grep -q libdnnl <<< "$(ldd "$MPIDDP")"; then
+  tune_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
+    --model.layers "conv2d(4,3,padding=1) batchnorm2d relu residual(conv2d(4,3,padding=1) batchnorm2d relu) flatten linear(6) relu linear"
+    --train.max_steps 6 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3 --checkpoint.keep 5
+    --train.cpu_kernels tune)
+  run_ranks 2 "${tune_run[@]}" --run.dir "$WORK/t-straight" > "$WORK/t1.log" 2>&1 || fail "tune run exited $?"
+  for layer in "layers.0 *Conv2d" "layers.3.body.0 *Conv2d" "layers.5 *Linear" "layers.7 *Linear"; do
+    grep -Eq "^  $layer +(onednn|openblas) +\([0-9.]+ / [0-9.]+\)$" "$WORK/t1.log" \
+      || fail "tune banner lacks $layer: $(sed -n '/timed per layer/,/^[^ ]/p' "$WORK/t1.log")"
+  done
+  [ "$(grep -Ec '^  layers\.[0-9a-z.]+ +[A-Za-z0-9]+ +(onednn|openblas) +\(' "$WORK/t1.log")" = 4 ] && pass "tune times each Linear and Conv2d, nested ones too, and lists them" \
+    || fail "tune banner: $(grep '^  layers' "$WORK/t1.log")"
+  "$PYTHON" - "$(latest_checkpoint "$WORK/t-straight")" "$WORK/t1.log" <<'PY' \
+    && pass "the checkpoint keeps the choice of each timed layer, as the banner printed it" || fail "tuned cpu_kernels attribute"
+import h5py, re, sys
+v = h5py.File(sys.argv[1], "r").attrs["cpu_kernels"]
+v = v.decode() if isinstance(v, bytes) else v
+printed = dict(re.findall(r"^  (layers\.[\w.]+) +\w+ +(onednn|openblas) ", open(sys.argv[2]).read(), re.M))
+parts = v.split(";")
+assert parts[0] == "onednn" and dict(p.split("=") for p in parts[1:]) == printed, (v, printed)
+PY
+  mkdir -p "$WORK/t-split/checkpoints"
+  cp "$WORK/t-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/t-split/checkpoints/"
+  run_ranks 2 "${tune_run[@]}" --run.dir "$WORK/t-split" --resume "$WORK/t-split/checkpoints/ckpt-step-000000003.h5" \
+    > "$WORK/t2.log" 2>&1 || fail "tuned resume exited $?"
+  ! grep -q "timed per layer" "$WORK/t2.log" && ! grep -q "^note: this run trained" "$WORK/t2.log" \
+    && same_parameters "$(latest_checkpoint "$WORK/t-straight")" "$(latest_checkpoint "$WORK/t-split")" \
+    && pass "a resume takes the tuned choices without timing again and ends bit-identical" \
+    || fail "tuned resume: $(grep -i kernels "$WORK/t2.log")"
+  cp "$WORK/t-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/t-bn.h5"
+  "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_('onednn;layers.1=openblas')" "$WORK/t-bn.h5"
+  expect_error kernels-not-products 2 "$WORK/t-bn.h5: CPU kernel choice for layers.1, a BatchNorm2d without matrix products" \
+    "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
+  "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_('onednn;layers.9=openblas')" "$WORK/t-bn.h5"
+  expect_error kernels-no-layer 2 "$WORK/t-bn.h5: CPU kernel choice for layers.9, a layer this model does not have" \
+    "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
+fi
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
-"$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_('blis')" "$WORK/k-edited.h5"
-expect_error kernels-edited 2 "$WORK/k-edited.h5: attribute 'cpu_kernels' is 'blis', must be onednn or openblas" \
-  "${kernels_run[@]}" --run.dir "$WORK/k-edited" --resume "$WORK/k-edited.h5"
+edits=0
+for edited in blis "onednn;layers.0" "onednn;layers.0=mkl" "onednn;layers.0=onednn;layers.0=openblas" "onednn;Layers.0=onednn"; do
+  edits=$((edits + 1))
+  "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_(sys.argv[2])" \
+    "$WORK/k-edited.h5" "$edited"
+  expect_error "kernels-edited-$edits" 2 "$WORK/k-edited.h5: attribute 'cpu_kernels' is '$edited', must be onednn or openblas" \
+    "${kernels_run[@]}" --run.dir "$WORK/k-edited" --resume "$WORK/k-edited.h5"
+done
 finish

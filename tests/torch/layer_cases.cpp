@@ -256,6 +256,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("wrote %zu cases to %s (convolutions: %s)\n", sizeof(kCases) / sizeof(kCases[0]), argv[1],
-              mpiddp::cpu::convolution_method());
+              mpiddp::cpu::convolution_method(mpiddp::cpu::gemm_library()));
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cpu_device.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "mpiddp/nn/kernel_choices.hpp"
 #include "ops/conv/conv_ops.hpp"
 
 using namespace mpiddp;
@@ -47,12 +48,17 @@ struct Run {
   Matrix input_grad{0, 0};
 };
 
-// One forward and backward of `layers` on `input`, with the products on `library`.
-Run run_on(CpuKernels library, const std::string& layers, const Shape& input, std::size_t classes) {
+// One forward and backward of `layers` on `input`, with the products on `library`
+// (and each layer with products of its own on `own`, when not automatic).
+Run run_on(CpuKernels library, const std::string& layers, const Shape& input, std::size_t classes,
+           CpuKernels own = CpuKernels::automatic) {
   LibraryGuard guard;
   cpu::use_gemm_library(library);
   // Straight from the layer list: build_model would read a 2-D sample as one image channel.
   auto model = std::make_unique<Sequential>(build_layers(layers, classes, false), input, 5);
+  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (layer.has_own_products()) layer.set_cpu_kernels(own);
+  });
   test::randomize_parameters(*model, 9);
   const Matrix x = test::random_matrix(4, element_count(input), 3);
   ForwardContext ctx;
@@ -64,6 +70,14 @@ Run run_on(CpuKernels library, const std::string& layers, const Shape& input, st
   model->backward(dy, false, nullptr, &run.input_grad);
   run.grads.assign(model->parameters().grads(), model->parameters().grads() + model->parameters().total());
   return run;
+}
+
+bool same_matrix(const Matrix& a, const Matrix& b) {
+  return a.size() == b.size() && std::equal(a.data(), a.data() + a.size(), b.data());
+}
+// Output, parameter gradients and input gradient, bit for bit.
+bool same_bits(const Run& a, const Run& b) {
+  return same_matrix(a.output, b.output) && a.grads == b.grads && same_matrix(a.input_grad, b.input_grad);
 }
 
 double relative_difference(const float* a, const float* b, std::size_t n) {
@@ -224,4 +238,80 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
       CHECK(wrong_values(dx, bench::conv_input_grad(fresh.dy.data(), fresh.w.data(), fresh.g)) == 0);
     }
   }
+}
+
+TEST_CASE("a library scope sets this thread's library for a while, nested, automatic leaving it", "[gemm]") {
+  LibraryGuard guard;
+  cpu::use_gemm_library(CpuKernels::openblas);
+  CHECK(cpu::library_in_effect() == CpuKernels::openblas);
+  {
+    const cpu::LibraryScope outer(CpuKernels::onednn);
+    CHECK(cpu::library_in_effect() == CpuKernels::onednn);
+    {
+      const cpu::LibraryScope same(CpuKernels::automatic);
+      CHECK(cpu::library_in_effect() == CpuKernels::onednn);
+      const cpu::LibraryScope inner(CpuKernels::openblas);
+      CHECK(cpu::library_in_effect() == CpuKernels::openblas);
+      CHECK_FALSE(cpu::onednn_convolutions());
+    }
+    CHECK(cpu::library_in_effect() == CpuKernels::onednn);
+    CHECK(cpu::onednn_convolutions());
+  }
+  CHECK(cpu::library_in_effect() == CpuKernels::openblas);
+  CHECK(cpu::gemm_library() == CpuKernels::openblas);
+}
+
+TEST_CASE("a layer's own CPU library (train.cpu_kernels = tune) runs its passes, whatever the process's", "[gemm]") {
+  if (!cpu::onednn_linked()) {
+    WARN("this build has one library (no oneDNN): nothing to choose per layer");
+    return;
+  }
+  struct Case {
+    const char* layers;
+    Shape input;
+  };
+  for (const Case& c : {Case{"linear(48)", {300}}, Case{"conv2d(8,3,padding=1) flatten", {5, 9, 9}}}) {
+    INFO(c.layers);
+    const Run openblas = run_on(CpuKernels::openblas, c.layers, c.input, 7);
+    const Run onednn = run_on(CpuKernels::onednn, c.layers, c.input, 7);
+    // Sizes where the two round differently somewhere, or this case could not tell them apart.
+    REQUIRE_FALSE(same_bits(openblas, onednn));
+    CHECK(same_bits(run_on(CpuKernels::onednn, c.layers, c.input, 7, CpuKernels::openblas), openblas));
+    CHECK(same_bits(run_on(CpuKernels::openblas, c.layers, c.input, 7, CpuKernels::onednn), onednn));
+  }
+}
+
+TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the same model", "[gemm]") {
+  const std::string layers =
+      "conv2d(4,3,padding=1) batchnorm2d relu residual(conv2d(4,3,padding=1) batchnorm2d ; conv2d(4,1)) flatten "
+      "linear(6) relu linear";
+  auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 8, 8}, 5);
+  CHECK(kernel_choices_text(*model, CpuKernels::onednn) == "onednn");
+  model->visit_layers([](const std::string& name, Layer& layer, const Shape&) {
+    if (name == "layers.0") layer.set_cpu_kernels(CpuKernels::openblas);
+    if (name == "layers.3.shortcut.0") layer.set_cpu_kernels(CpuKernels::onednn);
+  });
+  const std::string text = kernel_choices_text(*model, CpuKernels::openblas);
+  CHECK(text == "openblas;layers.0=openblas;layers.3.shortcut.0=onednn");
+  CHECK(valid_kernel_choices(text));
+  CHECK(process_library_of(text) == CpuKernels::openblas);
+
+  auto other = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 8, 8}, 5);
+  CHECK(apply_kernel_choices(*other, text, "f.h5") == CpuKernels::openblas);
+  CHECK(kernel_choices_text(*other, CpuKernels::openblas) == text);
+  // Applying again replaces, never adds: a layer named no more goes back to the process's library.
+  apply_kernel_choices(*other, "onednn;layers.7=openblas", "f.h5");
+  CHECK(kernel_choices_text(*other, CpuKernels::onednn) == "onednn;layers.7=openblas");
+
+  for (const char* bad : {"", "blis", "onednn;", "onednn;layers.0", "onednn;layers.0=mkl", "onednn;=openblas",
+                          "onednn;layers.0=onednn;layers.0=openblas", "onednn;Layers.0=onednn",
+                          "onednn;layers.0=onednn;", "onednn;layers/0=onednn"}) {
+    INFO(bad);
+    CHECK_FALSE(valid_kernel_choices(bad));
+    CHECK_THROWS_WITH(apply_kernel_choices(*other, bad, "f.h5"), Catch::Contains("f.h5: CPU kernel choices"));
+  }
+  CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.1=openblas", "f.h5"),
+                    Catch::Contains("f.h5: CPU kernel choice for layers.1, a BatchNorm2d without matrix products"));
+  CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.42=openblas", "f.h5"),
+                    Catch::Contains("layers.42, a layer this model does not have"));
 }

@@ -29,12 +29,15 @@ struct ChoiceNames<DataTask> {
       {{DataTask::classification, "classification"}, {DataTask::regression, "regression"}}};
 };
 
-// train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp).
-enum class CpuKernels { automatic, onednn, openblas };
+// train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp);
+// tune: timed per layer at start-up (train/kernel_tuning.hpp).
+enum class CpuKernels { automatic, onednn, openblas, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 3> table{
-      {{CpuKernels::automatic, "auto"}, {CpuKernels::onednn, "onednn"}, {CpuKernels::openblas, "openblas"}}};
+  static constexpr std::array<NamedChoice<CpuKernels>, 4> table{{{CpuKernels::automatic, "auto"},
+                                                                 {CpuKernels::onednn, "onednn"},
+                                                                 {CpuKernels::openblas, "openblas"},
+                                                                 {CpuKernels::tune, "tune"}}};
 };
 
 // A transform of data.augment (the list and crop's padding are parsed in config.cpp).

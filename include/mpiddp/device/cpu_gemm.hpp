@@ -16,13 +16,30 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
            int ldb, float beta, float* c, int ldc);
 
 // The library sgemm() uses in this process, and with it the CPU's convolutions
-// (oneDNN's primitives, or im2col + OpenBLAS): auto means onednn where this build has it.
+// (oneDNN's primitives, or im2col + OpenBLAS): auto (and tune, which then picks
+// per layer) means onednn where this build has it.
 void use_gemm_library(CpuKernels choice);
 CpuKernels gemm_library();
+// While it lives, this thread's products and convolutions use `choice` (a layer's
+// own, from train.cpu_kernels = tune) instead of the process's library;
+// automatic changes nothing. Chains of layers hold one around each layer's passes.
+class LibraryScope {
+ public:
+  explicit LibraryScope(CpuKernels choice);
+  ~LibraryScope();
+  LibraryScope(const LibraryScope&) = delete;
+  LibraryScope& operator=(const LibraryScope&) = delete;
+
+ private:
+  CpuKernels outer_;
+};
+// The library in effect here: the innermost scope's, else the process's.
+CpuKernels library_in_effect();
 // Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp)
-// under that choice, and its name: "onednn primitives" or "im2col+openblas".
+// under the library in effect, and that method's name for a library:
+// "onednn primitives" or "im2col+openblas".
 bool onednn_convolutions();
-const char* convolution_method();
+const char* convolution_method(CpuKernels library);
 // Whether this build links oneDNN, and its version ("" when it does not).
 bool onednn_linked();
 std::string onednn_version();

@@ -15,6 +15,7 @@ class Conv2d final : public Layer {
       : out_c_(out_channels), kernel_(kernel), stride_(stride), padding_(padding) {}
   std::string kind() const override { return "Conv2d"; }
   bool needs_images() const override { return true; }
+  bool has_own_products() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
   double forward_flops(const Shape& in) const override;

@@ -5,11 +5,13 @@
 // or GPU alike. A batch is a Matrix of rows = samples; each row holds one sample
 // in the layer's input Shape (set by declare()).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mpiddp/config/choices.hpp"
 #include "mpiddp/device/device.hpp"
 #include "mpiddp/device/matrix.hpp"
 #include "mpiddp/nn/cross_rank.hpp"
@@ -29,6 +31,9 @@ struct ForwardContext {
 // LayerError (a layer list that cannot work): shape.hpp.
 
 class Layer;
+// Called for a layer with its full name ("layers.1.body.0") and input shape.
+using LayerVisitor = std::function<void(const std::string& name, Layer& layer, const Shape& in)>;
+
 // A layer inside another (a residual block's), for printing the model.
 struct InnerLayer {
   std::string name;  // relative to its container: "body.0"
@@ -87,6 +92,16 @@ class Layer {
   // own gradient with it. True when it did; the chain then skips that layer.
   // Called after every bind() (the device decides what fuses).
   virtual bool absorb_next(const Layer* /*next*/) { return false; }
+  // Calls `visit` for each layer inside this one, at any depth (after declare());
+  // `name` is this layer's own full name.
+  virtual void visit_inner(const std::string& /*name*/, const LayerVisitor& /*visit*/) {}
+  // Whether it runs matrix products of its own weights (Linear, Conv2d): the
+  // layers train.cpu_kernels = tune times and gives a library of their own.
+  virtual bool has_own_products() const { return false; }
+  // That library (CpuKernels::automatic: the process's); the chains run the
+  // layer's passes under it (cpu::LibraryScope).
+  void set_cpu_kernels(CpuKernels library) { cpu_kernels_ = library; }
+  CpuKernels cpu_kernels() const { return cpu_kernels_; }
 
  protected:
   Device& device() const { return *device_; }
@@ -94,6 +109,7 @@ class Layer {
 
  private:
   Device* device_ = &cpu_device();
+  CpuKernels cpu_kernels_ = CpuKernels::automatic;
 };
 
 // After bind(): which layers of a chain the layer before takes over

@@ -20,6 +20,7 @@ class Linear final : public Layer {
   // Without a width of its own (`own_width` false) it maps to the embedding's rows.
   void tie_to(Embedding& embedding, std::size_t k, bool own_width);
   std::string kind() const override { return "Linear"; }
+  bool has_own_products() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   double forward_flops(const Shape& in) const override;
   std::string arguments() const override;

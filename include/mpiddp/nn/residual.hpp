@@ -29,6 +29,8 @@ class LayerChain {
   double forward_flops(const Shape& in) const;  // per sample, all its layers'
   // Each layer as "<name>.<j>" with its output shape (after declare()).
   void list_inner(const std::string& name, std::vector<InnerLayer>& out) const;
+  // Each layer, at any depth, as "<path>.<j>..." with its input shape (after declare()).
+  void visit(const std::string& path, const LayerVisitor& visit);
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -63,6 +65,7 @@ class Residual final : public Layer {
                 bool accumulate) override;
   std::vector<std::size_t> parameter_indices() const override;
   std::vector<InnerLayer> inner_layers() const override;
+  void visit_inner(const std::string& name, const LayerVisitor& visit) override;
   const LayerChain& body() const { return body_; }
   const LayerChain& shortcut() const { return shortcut_; }
 

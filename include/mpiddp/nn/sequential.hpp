@@ -29,6 +29,8 @@ class Sequential {
   std::size_t out_features() const { return element_count(shapes_.back()); }
   const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Every layer at any depth, in order, with its full name and input shape.
+  void visit_layers(const LayerVisitor& visit);
   // [i]: whether layer i runs inside layer i - 1's passes (absorb_layers).
   const std::vector<bool>& absorbed() const { return absorbed_; }
   // Gives layers that need them (SyncBatchNorm) their cross-rank collectives.

@@ -15,6 +15,7 @@
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/ddp/reducer.hpp"
 #include "mpiddp/train/compute_setup.hpp"
+#include "mpiddp/train/kernel_tuning.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
@@ -64,6 +65,7 @@ class TrainingSession {
   std::optional<TrainingState> resumed;
   // Set when a resume runs other CPU kernels than the run trained with (the banner prints it).
   std::string kernel_note;
+  std::vector<TunedLayer> tuned;  // train.cpu_kernels = tune: what was timed, rank 0's choices
   RunLock lock;  // rank 0: one job per run.dir; declared before `output`, so it outlives it
   std::unique_ptr<RunOutput> output;  // rank 0 only; null when `complete`
   StepPlan plan;
@@ -77,6 +79,7 @@ class TrainingSession {
   void build_model();
   Shape input_shape() const;
   void restore(const std::string& resume);
+  void tune_kernels();
   void start_from_initial_weights();
 };
 

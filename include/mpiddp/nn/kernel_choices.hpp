@@ -1,0 +1,30 @@
+#pragma once
+// Which CPU library each layer's products ran on, as a run keeps it (the
+// checkpoint attribute `cpu_kernels`), so a resume continues bit for bit: the
+// process's library, then `;name=library` for every layer with a library of its
+// own (train.cpu_kernels = tune): "onednn" or "onednn;layers.0=onednn;layers.4=openblas".
+#include <string>
+
+#include "mpiddp/nn/sequential.hpp"
+
+namespace mpiddp {
+
+// The choices of `model` (its layers' Layer::cpu_kernels) under process library `library`.
+std::string kernel_choices_text(Sequential& model, CpuKernels library);
+
+// Whether `text` has that form: names made of letters, digits and dots, each
+// library onednn or openblas, at most one entry per layer. The model is not needed.
+bool valid_kernel_choices(const std::string& text);
+
+// The process library `text` names (onednn or openblas).
+CpuKernels process_library_of(const std::string& text);
+
+// Whether every library `text` names is in this build (oneDNN may be missing).
+bool kernel_choices_available(const std::string& text);
+
+// Gives each layer `text` names its library (the others: the process's) and
+// returns the process library. Throws InputError naming `source` when `text`
+// does not parse or names a layer `model` does not have, or one without products.
+CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source);
+
+}  // namespace mpiddp

@@ -1,0 +1,106 @@
+#include "mpiddp/nn/kernel_choices.hpp"
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
+
+namespace mpiddp {
+namespace {
+
+std::optional<CpuKernels> library_named(const std::string& name) {
+  if (name == "onednn") return CpuKernels::onednn;
+  if (name == "openblas") return CpuKernels::openblas;
+  return std::nullopt;
+}
+
+struct ParsedChoices {
+  CpuKernels process = CpuKernels::automatic;
+  std::map<std::string, CpuKernels> layers;
+};
+
+bool layer_name(const std::string& name) {
+  if (name.empty() || name.size() > 256) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_')) return false;
+  return true;
+}
+
+// Null when `text` does not have the form.
+std::optional<ParsedChoices> parse(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = text.find(';', start);
+    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  ParsedChoices parsed;
+  const auto process = library_named(parts[0]);
+  if (!process) return std::nullopt;
+  parsed.process = *process;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::size_t eq = parts[i].find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    const std::string name = parts[i].substr(0, eq);
+    const auto library = library_named(parts[i].substr(eq + 1));
+    if (!layer_name(name) || !library || !parsed.layers.emplace(name, *library).second) return std::nullopt;
+  }
+  return parsed;
+}
+
+}  // namespace
+
+std::string kernel_choices_text(Sequential& model, CpuKernels library) {
+  std::string text = name_of(library);
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    const CpuKernels own = layer.cpu_kernels();
+    if (own == CpuKernels::onednn || own == CpuKernels::openblas) text += ";" + name + "=" + name_of(own);
+  });
+  return text;
+}
+
+bool valid_kernel_choices(const std::string& text) { return parse(text).has_value(); }
+
+CpuKernels process_library_of(const std::string& text) {
+  const auto parsed = parse(text);
+  return parsed ? parsed->process : CpuKernels::automatic;
+}
+
+bool kernel_choices_available(const std::string& text) {
+  const auto parsed = parse(text);
+  if (!parsed) return false;
+  if (cpu::onednn_linked()) return true;
+  if (parsed->process == CpuKernels::onednn) return false;
+  for (const auto& [name, library] : parsed->layers)
+    if (library == CpuKernels::onednn) return false;
+  return true;
+}
+
+CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source) {
+  auto parsed = parse(text);
+  if (!parsed)
+    throw InputError(source + ": CPU kernel choices '" + printable(text) + "' do not parse (damaged or edited?)");
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    const auto it = parsed->layers.find(name);
+    if (it == parsed->layers.end()) {
+      layer.set_cpu_kernels(CpuKernels::automatic);
+      return;
+    }
+    if (!layer.has_own_products())
+      throw InputError(source + ": CPU kernel choice for " + name + ", a " + layer.kind() +
+                       " without matrix products of its own (a checkpoint of another model?)");
+    layer.set_cpu_kernels(it->second);
+    parsed->layers.erase(it);
+  });
+  if (!parsed->layers.empty())
+    throw InputError(source + ": CPU kernel choice for " + parsed->layers.begin()->first +
+                     ", a layer this model does not have (a checkpoint of another model?)");
+  return parsed->process;
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,93 @@
+#include "mpiddp/train/kernel_tuning.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "mpiddp/common/random.hpp"
+#include "mpiddp/device/cpu_gemm.hpp"
+
+namespace mpiddp {
+namespace {
+
+// A library replaces oneDNN (the default) only when it is this much faster: a
+// close call keeps the default, so machine noise rarely flips a choice.
+constexpr double kSwitchMargin = 1.10;
+constexpr int kMinWarmUpPasses = 2;
+constexpr double kWarmUpMs = 30;
+constexpr int kTimedPasses = 5;
+
+// In the device's memory, as the layers' own activations are (aligned as they
+// are: oneDNN's products are much slower on the 16-byte alignment of a vector).
+Matrix filled(Device& device, std::size_t rows, std::size_t cols, std::uint64_t key) {
+  std::vector<float> values(rows * cols);
+  const CounterRng rng(key);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = rng.uniform(i) - 0.5f;
+  Matrix m(&device);
+  m.resize(rows, cols);
+  device.copy_to_device(m.data(), values.data(), values.size() * sizeof(float));
+  return m;
+}
+
+// The fastest of kTimedPasses forward + backward passes of `layer` on `library`
+// (its input gradient only where training computes one), in milliseconds, after
+// warm-up passes. The gradients it writes are overwritten by the first training step.
+double time_layer(Layer& layer, const Shape& in, std::size_t samples, bool input_grad, CpuKernels library,
+                  ParameterStore& params) {
+  Device& device = params.device();
+  const Matrix x = filled(device, samples, element_count(in), 1);
+  const Matrix dy = filled(device, samples, element_count(layer.output_shape(in)), 2);
+  Matrix y(&device), dx(&device);
+  const cpu::LibraryScope scope(library);
+  ForwardContext ctx;
+  const auto pass = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    layer.forward(x, y, ctx);
+    layer.backward(x, y, dy, input_grad ? &dx : nullptr, params, false);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  // The first pass builds the library's kernels (about 45 ms for oneDNN), and
+  // oneDNN's next passes on a shape still run 3-6x slower than its steady state
+  // for about 10 ms on the development machine: warm up for a while after it.
+  pass();
+  double warmed = 0;
+  for (int done = 0; done < kMinWarmUpPasses || warmed < kWarmUpMs; ++done) warmed += pass();
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < kTimedPasses; ++i) best = std::min(best, pass());
+  return best;
+}
+
+}  // namespace
+
+std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples) {
+  std::vector<TunedLayer> tuned;
+  if (!cpu::onednn_linked() || !model.device().is_host() || samples == 0) return tuned;
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape& in) {
+    if (!layer.has_own_products()) return;
+    TunedLayer t{name, layer.kind()};
+    // Training never computes the model's input gradient.
+    const bool input_grad = name != "layers.0";
+    t.onednn_ms = time_layer(layer, in, samples, input_grad, CpuKernels::onednn, model.parameters());
+    t.openblas_ms = time_layer(layer, in, samples, input_grad, CpuKernels::openblas, model.parameters());
+    t.chosen = t.openblas_ms * kSwitchMargin < t.onednn_ms ? CpuKernels::openblas : CpuKernels::onednn;
+    layer.set_cpu_kernels(t.chosen);
+    tuned.push_back(t);
+  });
+  return tuned;
+}
+
+std::string describe_tuning(const std::vector<TunedLayer>& tuned) {
+  std::string text = "CPU kernels timed per layer (train.cpu_kernels = tune; ms for one batch forward and backward, "
+                     "oneDNN / OpenBLAS):\n";
+  for (const TunedLayer& t : tuned) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "  %-24s %-8s %-9s (%.3f / %.3f)\n", t.name.c_str(), t.kind.c_str(),
+                  name_of(t.chosen), t.onednn_ms, t.openblas_ms);
+    text += line;
+  }
+  return text;
+}
+
+}  // namespace mpiddp
