@@ -29,8 +29,13 @@ bool layer_name(const std::string& name) {
   return true;
 }
 
+// Far more than any model's layers would write (a list holds at most 10,000
+// layers at the top level): a longer text is refused before it is split.
+constexpr std::size_t kMaxChoicesBytes = std::size_t{4} << 20;
+
 // Null when `text` does not have the form.
 std::optional<ParsedChoices> parse(const std::string& text) {
+  if (text.size() > kMaxChoicesBytes) return std::nullopt;
   std::vector<std::string> parts;
   std::size_t start = 0;
   while (true) {

@@ -59,6 +59,18 @@ double time_layer(Layer& layer, const Shape& in, std::size_t samples, bool input
   return best;
 }
 
+// Whether a layer named so reads the model's input, whose gradient training never
+// computes: the first layer, and the first of each branch inside it, at any depth
+// ("layers.0", "layers.0.body.0", "layers.0.shortcut.0.body.0").
+bool takes_model_input(const std::string& name) {
+  for (std::size_t at = 0; (at = name.find('.', at)) != std::string::npos; ++at) {
+    const std::size_t end = name.find('.', at + 1);
+    const std::string part = name.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part != "0") return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples) {
@@ -67,8 +79,7 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples)
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape& in) {
     if (!layer.has_own_products()) return;
     TunedLayer t{name, layer.kind()};
-    // Training never computes the model's input gradient.
-    const bool input_grad = name != "layers.0";
+    const bool input_grad = !takes_model_input(name);
     t.onednn_ms = time_layer(layer, in, samples, input_grad, CpuKernels::onednn, model.parameters());
     t.openblas_ms = time_layer(layer, in, samples, input_grad, CpuKernels::openblas, model.parameters());
     t.chosen = t.openblas_ms * kSwitchMargin < t.onednn_ms ? CpuKernels::openblas : CpuKernels::onednn;

@@ -310,6 +310,11 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
     CHECK_FALSE(valid_kernel_choices(bad));
     CHECK_THROWS_WITH(apply_kernel_choices(*other, bad, "f.h5"), Catch::Contains("f.h5: CPU kernel choices"));
   }
+  // Well formed but longer than any model would write (4 MiB): refused before it is split.
+  std::string huge = "onednn";
+  for (int i = 0; huge.size() <= (std::size_t{4} << 20); ++i) huge += ";layers." + std::to_string(i) + "=onednn";
+  CHECK_FALSE(valid_kernel_choices(huge));
+  CHECK(valid_kernel_choices(huge.substr(0, huge.rfind(';', std::size_t{4} << 20))));
   CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.1=openblas", "f.h5"),
                     Catch::Contains("f.h5: CPU kernel choice for layers.1, a BatchNorm2d without matrix products"));
   CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.42=openblas", "f.h5"),
