@@ -8,23 +8,18 @@
 namespace mpiddp {
 
 ProgressLog::ProgressLog(TrainingSession& session) : session_(session) {
-  if (session.resumed && session.root) {
-    loss_ = session.resumed->log_window_loss;
-    samples_ = session.resumed->log_window_samples;
-  }
+  if (!session.resumed) return;  // the same on every rank
+  double window[2] = {session.resumed->log_window_loss, session.resumed->log_window_samples};
+  session.comm.broadcast(window, sizeof(window), 0);
+  loss_ = window[0];
+  samples_ = window[1];
 }
 
-WindowTotals ProgressLog::totals() {
-  double sums[2] = {loss_, samples_};
+void ProgressLog::add(const LossResult& step) {
+  double sums[2] = {step.loss_sum, static_cast<double>(step.count)};
   session_.comm.allreduce_sum(sums, 2);
-  return {sums[0], sums[1]};
-}
-
-WindowTotals ProgressLog::fold() {
-  const WindowTotals window = totals();
-  loss_ = session_.root ? window.loss : 0.0;
-  samples_ = session_.root ? window.samples : 0.0;
-  return window;
+  loss_ += sums[0];
+  samples_ += sums[1];
 }
 
 double ProgressLog::record(const RecordPoint& at) {

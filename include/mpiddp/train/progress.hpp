@@ -24,26 +24,25 @@ struct RecordPoint {
 
 class ProgressLog {
  public:
-  // Starts from the resumed checkpoint's window (rank 0 holds the all-rank totals).
+  // Starts from the resumed checkpoint's window (rank 0 read it; every rank gets it).
   explicit ProgressLog(TrainingSession& session);
-  void add(const LossResult& step) {
-    loss_ += step.loss_sum;
-    samples_ += static_cast<double>(step.count);
-  }
-  // Collective: the current window over all ranks.
-  WindowTotals totals();
-  // Collective: the window as a checkpoint stores it (all-rank totals), now
-  // held by rank 0 alone, as a resume from that checkpoint holds it. The next
-  // record then adds the same numbers in the same order whether or not the job
-  // stopped there, so a resumed run logs the same bits.
-  WindowTotals fold();
+  // Collective, once per step: the step's loss and samples summed over all ranks
+  // are added to the window on every rank. Summing each step across ranks first
+  // keeps the order of additions the same whether or not the job stops and
+  // resumes inside the window (a stop's checkpoint holds the window as it is),
+  // so a resumed run logs the same bits; per-rank partial windows would not be.
+  void add(const LossResult& step);
+  // The current window over all ranks (every rank holds it).
+  WindowTotals totals() const { return {loss_, samples_}; }
+  // The window as a checkpoint stores it.
+  WindowTotals fold() const { return totals(); }
   // Collective: prints and stores one record, then starts a new window. Returns
   // the window's mean loss.
   double record(const RecordPoint& at);
 
  private:
   TrainingSession& session_;
-  double loss_ = 0.0, samples_ = 0.0;  // this rank's
+  double loss_ = 0.0, samples_ = 0.0;  // all ranks', the same on every rank
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
 };
 
