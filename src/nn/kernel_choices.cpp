@@ -71,11 +71,6 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
 
 bool valid_kernel_choices(const std::string& text) { return parse(text).has_value(); }
 
-CpuKernels process_library_of(const std::string& text) {
-  const auto parsed = parse(text);
-  return parsed ? parsed->process : CpuKernels::automatic;
-}
-
 bool kernel_choices_available(const std::string& text) {
   const auto parsed = parse(text);
   if (!parsed) return false;

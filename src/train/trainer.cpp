@@ -63,7 +63,7 @@ class Trainer {
       end_epoch();
     }
     if (!summary_.preempted && checkpointer_.enabled() && checkpointer_.last_step() != state_.global_step)
-      checkpointer_.save(position(), progress_.fold(), skipped_steps_, false);
+      checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);
     return finish();
   }
 
@@ -89,7 +89,7 @@ class Trainer {
         record_progress(per_step * static_cast<double>(steps_left_in_run()));
       }
       if (checkpointer_.due_after_step(state_.global_step))
-        checkpointer_.save(position(), progress_.fold(), skipped_steps_, false);
+        checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);
     }
     train_s_ += seconds_since(epoch_start);
     data_wait_s_ += batches_.wait_s();
@@ -145,11 +145,11 @@ class Trainer {
     const auto flags = agree();
     if (flags[0] != 0) {
       if (s_.root) std::printf("stop requested by a signal: checkpointing at step %lld\n", static_cast<long long>(step));
-      checkpointer_.save(position(), progress_.fold(), skipped_steps_, false);  // the point of stopping is to resume
+      checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);  // the point of stopping is to resume
       summary_.preempted = true;
       return false;
     }
-    if (flags[1] != 0) checkpointer_.save(position(), progress_.fold(), skipped_steps_, false);
+    if (flags[1] != 0) checkpointer_.save(position(), progress_.totals(), skipped_steps_, false);
 
     inject_failure(config_.debug, s_.comm.rank(), step, micro_);
     log_samples(step);
@@ -240,7 +240,7 @@ class Trainer {
     summary_.epochs = completed;
     if (s_.test_data) evaluate_epoch(completed);
     if (checkpointer_.due_after_epoch(completed))
-      checkpointer_.save({completed, 0, 0, 0, config_.data.shuffle}, progress_.fold(), skipped_steps_, true);
+      checkpointer_.save({completed, 0, 0, 0, config_.data.shuffle}, progress_.totals(), skipped_steps_, true);
     state_.step_in_epoch = 0;
     state_.epoch_samples_done = state_.epoch_length = 0;  // the next epoch is ordered when it starts
   }

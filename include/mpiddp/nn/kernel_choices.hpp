@@ -16,9 +16,6 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library);
 // library onednn or openblas, at most one entry per layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);
 
-// The process library `text` names (onednn or openblas).
-CpuKernels process_library_of(const std::string& text);
-
 // Whether every library `text` names is in this build (oneDNN may be missing).
 bool kernel_choices_available(const std::string& text);
 

@@ -32,10 +32,8 @@ class ProgressLog {
   // resumes inside the window (a stop's checkpoint holds the window as it is),
   // so a resumed run logs the same bits; per-rank partial windows would not be.
   void add(const LossResult& step);
-  // The current window over all ranks (every rank holds it).
+  // The current window over all ranks (every rank holds it), as a checkpoint stores it.
   WindowTotals totals() const { return {loss_, samples_}; }
-  // The window as a checkpoint stores it.
-  WindowTotals fold() const { return totals(); }
   // Collective: prints and stores one record, then starts a new window. Returns
   // the window's mean loss.
   double record(const RecordPoint& at);
