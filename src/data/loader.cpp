@@ -10,6 +10,7 @@ BatchLoader::BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indi
       indices_(std::move(indices)),
       batch_size_(batch_size),
       prefetch_(prefetch),
+      refill_at_(prefetch / 2),
       batch_count_((indices_.size() + batch_size - 1) / batch_size),
       augmenter_(augmenter),
       epoch_(epoch) {
@@ -30,7 +31,7 @@ void BatchLoader::run() {
     for (std::size_t b = 0; b < batch_count_; ++b) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [this] { return stop_ || ready_.size() < prefetch_; });
+        if (ready_.size() >= prefetch_) changed_.wait(lock, [this] { return stop_ || ready_.size() <= refill_at_; });
         if (stop_) return;
       }
       const std::size_t begin = b * batch_size_;
@@ -62,8 +63,11 @@ std::optional<Batch> BatchLoader::next() {
   Batch batch = std::move(ready_.front());
   ready_.pop_front();
   ++consumed_;
+  // Only this thread takes batches, so the count passes through refill_at_:
+  // the loader, asleep since the queue was full, is woken there and no sooner.
+  const bool wake_loader = ready_.size() == refill_at_;
   lock.unlock();
-  changed_.notify_all();
+  if (wake_loader) changed_.notify_all();
   return batch;
 }
 

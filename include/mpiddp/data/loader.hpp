@@ -38,7 +38,12 @@ class BatchLoader {
 
   ShardedDataset& dataset_;
   std::vector<std::int64_t> indices_;
-  std::size_t batch_size_, prefetch_, batch_count_;
+  std::size_t batch_size_, prefetch_;
+  // A full queue puts the loader to sleep until only this many batches are left,
+  // then it refills it: one wake-up per prefetch - refill_at_ batches, not one per
+  // batch (a wake-up is a system call, tens of microseconds on virtual machines).
+  std::size_t refill_at_;
+  std::size_t batch_count_;
   const Augmenter* augmenter_;
   std::uint64_t epoch_;
   std::size_t consumed_ = 0;
