@@ -116,12 +116,13 @@ void BatchNorm::save_running_statistics(ParameterStore& p, std::size_t samples) 
   device().copy_to_device(saved_.data(), saved.data(), saved.size() * sizeof(float));
 }
 
-void BatchNorm::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
+void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                          bool accumulate) {
   const NormGeometry g = geometry(x.rows());
   if (evaluated_) save_running_statistics(params, x.rows());
   sums_.resize(2, channels_);
-  norm().backward_sums(x.data(), dy.data(), y.data(), saved_.data(), sums_.data(), g);
+  norm().backward_sums(x.data(), dy.data(), params.value(weight_), params.value(bias_), saved_.data(), sums_.data(),
+                       g);
   // Weight and bias gradients come from this rank's batch (DDP averages them);
   // the input gradient needs the sums over the batch the statistics came from.
   norm().backward_params(sums_.data(), saved_.data(), params.grad(weight_), params.grad(bias_), g.c, accumulate);
@@ -139,7 +140,7 @@ void BatchNorm::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Mat
     sums = &global_sums_;
   }
   dx->resize(x.rows(), x.cols());
-  norm().backward_input(x.data(), dy.data(), y.data(), saved_.data(), params.value(weight_), sums->data(),
+  norm().backward_input(x.data(), dy.data(), params.value(weight_), params.value(bias_), saved_.data(), sums->data(),
                         dx->data(), g);
 }
 

@@ -227,11 +227,11 @@ TEST_CASE("GPU batch normalisation matches the CPU's, call by call", "[gpu][cnn]
 
     // Backward from the CPU's saved statistics.
     std::vector<float> sums(2 * c), dw(c), db(c), dx(size);
-    cpu.backward_sums(x.data(), dy.data(), nullptr, saved.data(), sums.data(), g);
+    cpu.backward_sums(x.data(), dy.data(), weight.data(), bias.data(), saved.data(), sums.data(), g);
     cpu.backward_params(sums.data(), saved.data(), dw.data(), db.data(), g.c, false);
-    cpu.backward_input(x.data(), dy.data(), nullptr, saved.data(), weight.data(), sums.data(), dx.data(), g);
+    cpu.backward_input(x.data(), dy.data(), weight.data(), bias.data(), saved.data(), sums.data(), dx.data(), g);
     OnGpu gsaved_cpu(saved), gsums(2 * c), gdw(c), gdb(c), gdx(size);
-    dev.backward_sums(gx.data, gdy.data, nullptr, gsaved_cpu.data, gsums.data, g);
+    dev.backward_sums(gx.data, gdy.data, gw.data, gb.data, gsaved_cpu.data, gsums.data, g);
     CHECK(close(gsums.host(), sums, 1e-5, 1e-4));
     OnGpu gsums_cpu(sums);
     dev.backward_params(gsums_cpu.data, gsaved_cpu.data, gdw.data, gdb.data, g.c, false);
@@ -243,7 +243,7 @@ TEST_CASE("GPU batch normalisation matches the CPU's, call by call", "[gpu][cnn]
     for (float& v : db2) v *= 2.0f;
     CHECK(close(gdw.host(), dw2, 1e-6, 1e-6));
     CHECK(close(gdb.host(), db2, 0.0, 0.0));
-    dev.backward_input(gx.data, gdy.data, nullptr, gsaved_cpu.data, gw.data, gsums_cpu.data, gdx.data, g);
+    dev.backward_input(gx.data, gdy.data, gw.data, gb.data, gsaved_cpu.data, gsums_cpu.data, gdx.data, g);
     CHECK(close(gdx.host(), dx, 1e-4, 1e-5));
     // Fixed-order sums: the same bits every time.
     const auto first = gmoments.host();

@@ -23,16 +23,28 @@ void plane_affine(const float* __restrict x, float* __restrict y, std::size_t n,
     for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
 }
 
-// One plane of dx (ew::bn_input_grad), dy first through a fused ReLU's gradient when relu_y is given.
+// One plane of dx (ew::bn_input_grad), dy first through a fused ReLU's gradient
+// when relu: its output recomputed as plane_affine wrote it (x * scale + shift;
+// `scale` is also bn_input_grad's invstd * weight).
 MPIDDP_VECTOR_CLONES
-void plane_input_grad(const float* __restrict x, const float* __restrict dy, const float* __restrict relu_y,
+void plane_input_grad(const float* __restrict x, const float* __restrict dy, bool relu, float shift,
                       float* __restrict dx, std::size_t n, float mean, float mean_dy, float projection, float scale) {
-  if (relu_y)
+  if (relu)
     for (std::size_t i = 0; i < n; ++i)
-      dx[i] = ew::bn_input_grad(x[i], ew::relu_grad(relu_y[i], 0.0f, dy[i]), mean, mean_dy, projection, scale);
+      dx[i] = ew::bn_input_grad(x[i], ew::relu_grad(x[i] * scale + shift, 0.0f, dy[i]), mean, mean_dy, projection,
+                                scale);
   else
     for (std::size_t i = 0; i < n; ++i) dx[i] = ew::bn_input_grad(x[i], dy[i], mean, mean_dy, projection, scale);
 }
+
+// The normalisation of a channel as one affine map, y = x * scale + shift: the
+// forward and the fused ReLU's masks in backward take it from here, so they agree
+// bit for bit.
+struct ChannelAffine {
+  float scale, shift;
+  ChannelAffine(float mean, float invstd, float weight, float bias)
+      : scale(invstd * weight), shift(bias - mean * scale) {}
+};
 
 class CpuNormOps final : public NormOps {
  public:
@@ -95,14 +107,17 @@ class CpuNormOps final : public NormOps {
     }
   }
 
-  void backward_sums(const float* x, const float* dy, const float* y, const float* saved, float* sums,
-                     const NormGeometry& g) override {
+  void backward_sums(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
+                     float* sums, const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
       double sum_dy = 0.0, sum_dy_xmu = 0.0;
+      const ChannelAffine fused = g.relu_after ? ChannelAffine(saved[ch], saved[g.c + ch], weight[ch], bias[ch])
+                                               : ChannelAffine(0.0f, 0.0f, 0.0f, 0.0f);
       for (int i = 0; i < g.n; ++i) {
         const std::size_t at = offset(i, ch, g);
         float projection = 0.0f;
-        sum_dy += plane_grad_sums(x + at, dy + at, g.relu_after ? y + at : nullptr, g.spatial, saved[ch], &projection);
+        sum_dy += plane_grad_sums(x + at, dy + at, g.relu_after, fused.scale, fused.shift, g.spatial, saved[ch],
+                                  &projection);
         sum_dy_xmu += projection;
       }
       sums[ch] = static_cast<float>(sum_dy);
@@ -119,17 +134,17 @@ class CpuNormOps final : public NormOps {
     }
   }
 
-  void backward_input(const float* x, const float* dy, const float* y, const float* saved, const float* weight,
+  void backward_input(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
                       const float* sums, float* dx, const NormGeometry& g) override {
     for (int ch = 0; ch < g.c; ++ch) {
       const float mean = saved[ch], invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
       const float mean_dy = sums[ch] / count;
       const float projection = sums[g.c + ch] / count * invstd * invstd;
-      const float scale = invstd * weight[ch];
+      const ChannelAffine affine(mean, invstd, weight[ch], bias[ch]);
       for (int i = 0; i < g.n; ++i) {
         const std::size_t at = offset(i, ch, g);
-        plane_input_grad(x + at, dy + at, g.relu_after ? y + at : nullptr, dx + at, g.spatial, mean, mean_dy,
-                         projection, scale);
+        plane_input_grad(x + at, dy + at, g.relu_after, affine.shift, dx + at, g.spatial, mean, mean_dy, projection,
+                         affine.scale);
       }
     }
   }
@@ -140,10 +155,10 @@ class CpuNormOps final : public NormOps {
   }
   static void apply(const float* x, float* y, int ch, const NormGeometry& g, float mean, float invstd, float w,
                     float b) {
-    const float scale = invstd * w, shift = b - mean * scale;
+    const ChannelAffine affine(mean, invstd, w, b);
     for (int i = 0; i < g.n; ++i) {
       const std::size_t at = offset(i, ch, g);
-      plane_affine(x + at, y + at, g.spatial, scale, shift, g.relu_after);
+      plane_affine(x + at, y + at, g.spatial, affine.scale, affine.shift, g.relu_after);
     }
   }
 };

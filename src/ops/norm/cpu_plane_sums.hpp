@@ -41,19 +41,18 @@ MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n
 typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
 
 // sum(d), and sum(d * (x - centre)) into *projection, where d is dy or, with
-// relu_y (a fused ReLU's output), the gradient through that ReLU: 0 where
-// relu_y <= 0, else dy (ew::relu_grad), lane for lane.
-MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* dy, const float* relu_y,
+// relu (a fused ReLU), the gradient through that ReLU: 0 where its output
+// x * scale + shift <= 0, else dy (ew::relu_grad), lane for lane.
+MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* dy, bool relu, float scale, float shift,
                                                   std::size_t n, float centre, float* projection) {
   Lanes8 s = {}, p = {};
   std::size_t i = 0;
-  if (relu_y) {
+  if (relu) {
     for (; i + 8 <= n; i += 8) {
-      Lanes8 y, d, v;
-      std::memcpy(&y, relu_y + i, sizeof(y));
+      Lanes8 d, v;
       std::memcpy(&d, dy + i, sizeof(d));
       std::memcpy(&v, x + i, sizeof(v));
-      d = y <= 0.0f ? Lanes8{} : d;
+      d = v * scale + shift <= 0.0f ? Lanes8{} : d;
       s += d;
       p += d * (v - centre);
     }
@@ -72,7 +71,7 @@ MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* d
     proj += p[j];
   }
   for (; i < n; ++i) {
-    const float d = relu_y ? ew::relu_grad(relu_y[i], 0.0f, dy[i]) : dy[i];
+    const float d = relu ? ew::relu_grad(x[i] * scale + shift, 0.0f, dy[i]) : dy[i];
     sum += d;
     proj += d * (x[i] - centre);
   }

@@ -32,8 +32,8 @@ class CudaNormOps final : public NormOps {
     bn_eval_invstd(running_var, eps, invstd, g.c, stream());
     bn_apply(x, y, running_mean, invstd, weight, bias, g, stream());
   }
-  // fuses_relu() is false: g.relu_after is never set here, and y is not read.
-  void backward_sums(const float* x, const float* dy, const float*, const float* saved, float* sums,
+  // fuses_relu() is false: g.relu_after is never set here, and the bias is not read.
+  void backward_sums(const float* x, const float* dy, const float*, const float*, const float* saved, float* sums,
                      const NormGeometry& g) override {
     bn_backward_sums(x, dy, saved, sums, g, stream());
   }
@@ -41,7 +41,7 @@ class CudaNormOps final : public NormOps {
                        bool accumulate) override {
     bn_backward_params(sums, saved, dweight, dbias, c, accumulate, stream());
   }
-  void backward_input(const float* x, const float* dy, const float*, const float* saved, const float* weight,
+  void backward_input(const float* x, const float* dy, const float* weight, const float*, const float* saved,
                       const float* sums, float* dx, const NormGeometry& g) override {
     bn_backward_input(x, dy, saved, weight, sums, dx, g, stream());
   }

@@ -15,7 +15,9 @@ struct NormGeometry {
   int n = 0, c = 0, spatial = 1;
   // A ReLU fused after it (fuses_relu): the normalise steps write max(y, 0) (NaN
   // kept, as ew::relu), and the backward steps take dy as the ReLU's output
-  // gradient, zeroing it where y (the fused output) <= 0, as ew::relu_grad does.
+  // gradient, zeroing it where y <= 0, as ew::relu_grad does. They recompute y
+  // from x with the forward's own float operations (the same bits), which costs
+  // less than reading the stored output twice more.
   bool relu_after = false;
 };
 
@@ -36,18 +38,18 @@ class NormOps : public OpFamily {
   virtual void normalize_eval(const float* x, float* y, const float* weight, const float* bias,
                               const float* running_mean, const float* running_var, float eps,
                               const NormGeometry& g) = 0;
-  // sums[2][c]: sum of dy and of dy * (x - mean) over this rank's batch. `y`:
-  // the forward's output, read only with relu_after.
-  virtual void backward_sums(const float* x, const float* dy, const float* y, const float* saved, float* sums,
-                             const NormGeometry& g) = 0;
+  // sums[2][c]: sum of dy and of dy * (x - mean) over this rank's batch. `weight`
+  // and `bias` are read only with relu_after (for y).
+  virtual void backward_sums(const float* x, const float* dy, const float* weight, const float* bias,
+                             const float* saved, float* sums, const NormGeometry& g) = 0;
   // dweight (+)= sum(dy * xhat), dbias (+)= sum(dy) from this rank's sums.
   virtual void backward_params(const float* sums, const float* saved, float* dweight, float* dbias, int c,
                                bool accumulate) = 0;
   // dx from the sums over the batch the statistics came from (all ranks' with
   // SyncBatchNorm), count = saved count: dx = weight * invstd * (dy - sum_dy / count
   // - (x - mean) * invstd^2 * sum_dy_xmu / count).
-  virtual void backward_input(const float* x, const float* dy, const float* y, const float* saved,
-                              const float* weight, const float* sums, float* dx, const NormGeometry& g) = 0;
+  virtual void backward_input(const float* x, const float* dy, const float* weight, const float* bias,
+                              const float* saved, const float* sums, float* dx, const NormGeometry& g) = 0;
 };
 
 }  // namespace mpiddp
