@@ -1,5 +1,6 @@
 #include "mpiddp/nn/batchnorm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -33,6 +34,10 @@ void BatchNorm::declare(ParameterStore& params, const std::string& prefix, const
   output_shape(in);
   channels_ = in[0];
   spatial_ = element_count(in) / channels_;
+  if (dims_ == 2) {
+    height_ = in[1];
+    width_ = in[2];
+  }
   weight_ = params.add(prefix + ".weight", {channels_});
   bias_ = params.add(prefix + ".bias", {channels_});
   running_mean_ = params.add_buffer(prefix + ".running_mean", {channels_});
@@ -49,11 +54,20 @@ void BatchNorm::initialize(ParameterStore& params, std::uint64_t) {
 
 void BatchNorm::on_bind() {
   for (Matrix* m : {&moments_, &gathered_, &saved_, &sums_, &global_sums_}) *m = Matrix(&device());
+  argmax_.bind(device());
 }
 
-bool BatchNorm::absorb_next(const Layer* next) {
-  relu_after_ = next && next->is_relu() && norm().fuses_relu();
-  return relu_after_;
+bool BatchNorm::absorb_next(const Layer* next, int taken) {
+  if (taken == 0) {
+    relu_after_ = next && next->is_relu() && norm().fuses_relu();
+    pool_window_ = 0;
+    return relu_after_;
+  }
+  if (taken == 1 && dims_ == 2 && next && next->tiling_max_pool_window() > 0 && norm().fuses_max_pool()) {
+    pool_window_ = next->tiling_max_pool_window();
+    return true;
+  }
+  return false;
 }
 
 NormGeometry BatchNorm::geometry(std::size_t samples) const {
@@ -62,12 +76,25 @@ NormGeometry BatchNorm::geometry(std::size_t samples) const {
   g.c = static_cast<int>(channels_);
   g.spatial = static_cast<int>(spatial_);
   g.relu_after = relu_after_;
+  if (pool_window_ > 0) {
+    g.pool_after.window = pool_window_;
+    g.pool_after.h = static_cast<int>(height_);
+    g.pool_after.w = static_cast<int>(width_);
+    g.pool_after.argmax = argmax_.data();
+  }
   return g;
 }
 
+std::size_t BatchNorm::output_values(std::size_t samples) const {
+  if (pool_window_ == 0) return samples * channels_ * spatial_;
+  const std::size_t k = static_cast<std::size_t>(pool_window_);
+  return samples * channels_ * (height_ / k) * (width_ / k);
+}
+
 void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
+  argmax_.reserve(pool_window_ > 0 ? output_values(x.rows()) : 0);
   const NormGeometry g = geometry(x.rows());
-  y.resize(x.rows(), x.cols());
+  y.resize(x.rows(), output_values(1));
   ParameterStore& p = *params_;
   evaluated_ = !ctx.training;
   if (!ctx.training) {

@@ -109,16 +109,7 @@ void Conv2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* 
 
 // ---- Pooling -------------------------------------------------------------------
 
-Pool2d::~Pool2d() {
-  if (argmax_) argmax_device_->release(argmax_);
-}
-
-void Pool2d::on_bind() {
-  if (argmax_) argmax_device_->release(argmax_);
-  argmax_ = nullptr;
-  argmax_capacity_ = 0;
-  argmax_device_ = &device();
-}
+void Pool2d::on_bind() { argmax_.bind(device()); }
 
 Shape Pool2d::output_shape(const Shape& in) const {
   const Shape image = image_shape(in, pool_ == PoolKind::max ? "maxpool2d" : "avgpool2d");
@@ -157,12 +148,7 @@ void Pool2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const std::size_t outputs = static_cast<std::size_t>(g.c) * g.out_h() * g.out_w();
   y.resize(x.rows(), outputs);
   if (pool_ == PoolKind::average) return pool().avg_pool_forward(x.data(), y.data(), g);
-  if (argmax_capacity_ < y.size()) {
-    if (argmax_) argmax_device_->release(argmax_);
-    argmax_ = static_cast<std::int32_t*>(argmax_device_->allocate(y.size() * sizeof(std::int32_t)));
-    argmax_capacity_ = y.size();
-  }
-  pool().max_pool_forward(x.data(), y.data(), argmax_, g);
+  pool().max_pool_forward(x.data(), y.data(), argmax_.reserve(y.size()), g);
 }
 
 void Pool2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore&, bool) {
@@ -170,7 +156,7 @@ void Pool2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* 
   const PoolGeometry g = geometry(x.rows());
   dx->resize(x.rows(), x.cols());
   if (pool_ == PoolKind::average) pool().avg_pool_backward(dy.data(), dx->data(), g);
-  else pool().max_pool_backward(dy.data(), argmax_, dx->data(), g);
+  else pool().max_pool_backward(dy.data(), argmax_.data(), dx->data(), g);
 }
 
 }  // namespace mpiddp

@@ -12,6 +12,8 @@
 #include "mpiddp/ddp/transport.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
+#include "mpiddp/nn/conv_layers.hpp"
+#include "mpiddp/nn/layers.hpp"
 
 using namespace mpiddp;
 using namespace mpiddp::test;
@@ -28,6 +30,32 @@ double relative_error(const float* a, const float* b, std::size_t count) {
   return diff / std::max(scale, 1e-30);
 }
 
+// This rank's rows of a global batch split unequally: rank r has base + step * r.
+struct UnequalShare {
+  std::size_t first = 0, total = 0, mine = 0;
+  UnequalShare(const MpiCommunicator& world, std::size_t base, std::size_t step) {
+    for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
+      if (r == static_cast<std::size_t>(world.rank())) first = total;
+      total += base + step * r;
+    }
+    mine = base + step * static_cast<std::size_t>(world.rank());
+  }
+};
+
+// The output and input gradient of a training forward and backward of `model`.
+std::pair<Matrix, Matrix> train_passes(Sequential& model, const Matrix& x, const Matrix& dy) {
+  Matrix y = model.forward(x, ForwardContext{}), dx;
+  model.backward(dy, false, nullptr, &dx);
+  return {y, dx};
+}
+
+// Rows [first, first + rows) of `all`, `width` values each.
+Matrix rows_of(const Matrix& all, std::size_t first, std::size_t rows, std::size_t width) {
+  Matrix part(rows, width);
+  std::copy(all.data() + first * width, all.data() + (first + rows) * width, part.data());
+  return part;
+}
+
 std::unique_ptr<Sequential> batchnorm_model(int dims, const Shape& in, bool sync) {
   auto model = one_layer(std::make_unique<BatchNorm>(dims, 1e-5, 0.2, sync), in);
   randomize_parameters(*model, 61);
@@ -40,13 +68,8 @@ TEST_CASE("SyncBatchNorm over unequal batches equals BatchNorm on the concatenat
   MpiCommunicator world(MPI_COMM_WORLD);
   const auto transport = make_mpi_transport(world, cpu_device());
   const std::size_t w = static_cast<std::size_t>(world.size()), rank = static_cast<std::size_t>(world.rank());
-  // Rank r has 2 + 3r samples: 2, 5, 8, ...
-  std::size_t first = 0, total = 0;
-  for (std::size_t r = 0; r < w; ++r) {
-    if (r == rank) first = total;
-    total += 2 + 3 * r;
-  }
-  const std::size_t mine = 2 + 3 * rank;
+  const UnequalShare share(world, 2, 3);  // rank r has 2 + 3r samples: 2, 5, 8, ...
+  const std::size_t first = share.first, total = share.total, mine = share.mine;
 
   struct Case {
     int dims;
@@ -68,18 +91,11 @@ TEST_CASE("SyncBatchNorm over unequal batches equals BatchNorm on the concatenat
         for (std::size_t f = 0; f < features; ++f)
           all.data()[s * features + f] += 0.3f * static_cast<float>(f % 3) + step;
       const Matrix dy_all = random_matrix(total, features, 73 + step);
-      Matrix x(mine, features), dy(mine, features);
-      std::copy(all.data() + first * features, all.data() + (first + mine) * features, x.data());
-      std::copy(dy_all.data() + first * features, dy_all.data() + (first + mine) * features, dy.data());
+      const Matrix x = rows_of(all, first, mine, features), dy = rows_of(dy_all, first, mine, features);
 
-      ForwardContext ctx;
-      const Matrix& y_ref = reference->forward(all, ctx);
-      Matrix dx_ref;
-      reference->backward(dy_all, false, nullptr, &dx_ref);
-      const Matrix& y = synced->forward(x, ctx);
-      Matrix dx;
-      synced->backward(dy, false, nullptr, &dx);
-      const Matrix& y_local = local->forward(x, ctx);
+      const auto [y_ref, dx_ref] = train_passes(*reference, all, dy_all);
+      const auto [y, dx] = train_passes(*synced, x, dy);
+      const Matrix& y_local = local->forward(x, ForwardContext{});
 
       INFO(what << ", step " << step);
       CHECK(relative_error(y.data(), y_ref.data() + first * features, mine * features) <= 1e-5);
@@ -98,4 +114,39 @@ TEST_CASE("SyncBatchNorm over unequal batches equals BatchNorm on the concatenat
       CHECK(rp.counter(0) == step + 1);
     }
   }
+}
+
+TEST_CASE("SyncBatchNorm with the ReLU and max pooling it takes in equals the layers on the concatenated batch",
+          "[mpi][syncbn]") {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const auto transport = make_mpi_transport(world, cpu_device());
+  const UnequalShare share(world, 1, 2);  // rank r has 1 + 2r samples
+  const std::size_t first = share.first, total = share.total, mine = share.mine;
+  const Shape in{3, 5, 4};  // 5 x 4 planes by 2: the last row is no window's
+  const auto make = [&](bool sync) {
+    std::vector<std::unique_ptr<Layer>> layers;
+    layers.push_back(std::make_unique<BatchNorm>(2, 1e-5, 0.2, sync));
+    layers.push_back(std::make_unique<Activation>(ActivationKind::relu));
+    layers.push_back(std::make_unique<Pool2d>(PoolKind::max, 2, 2));
+    auto model = std::make_unique<Sequential>(std::move(layers), in, 1);
+    randomize_parameters(*model, 61);
+    return model;
+  };
+  auto synced = make(true), reference = make(false);
+  synced->set_cross_rank(transport.get());
+  REQUIRE(synced->absorbed() == std::vector<bool>{false, true, true});  // the ReLU and the pooling run inside
+  const std::size_t features = element_count(in), outputs = 3 * 2 * 2;
+  const Matrix all = random_matrix(total, features, 79, 2.0f);
+  const Matrix dy_all = random_matrix(total, outputs, 83);
+  const Matrix x = rows_of(all, first, mine, features), dy = rows_of(dy_all, first, mine, outputs);
+  const auto [y_ref, dx_ref] = train_passes(*reference, all, dy_all);
+  const auto [y, dx] = train_passes(*synced, x, dy);
+  INFO("world " << world.size() << ", rank " << world.rank());
+  REQUIRE(y.size() == mine * outputs);
+  CHECK(relative_error(y.data(), y_ref.data() + first * outputs, mine * outputs) <= 1e-5);
+  CHECK(relative_error(dx.data(), dx_ref.data() + first * features, mine * features) <= 1e-5);
+  ParameterStore& sp = synced->parameters();
+  std::vector<float> grads(sp.grads(), sp.grads() + sp.total());
+  world.allreduce_sum(grads.data(), grads.size());
+  CHECK(relative_error(grads.data(), reference->parameters().grads(), sp.total()) <= 1e-5);
 }

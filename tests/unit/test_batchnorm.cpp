@@ -142,7 +142,7 @@ namespace {
 // dy. Returns the output; the input gradient goes to dx.
 Matrix layers_one_by_one(Sequential& model, const Matrix& x, const Matrix& dy, Matrix& dx, bool training) {
   const auto& layers = model.layers();
-  for (const auto& layer : layers) layer->absorb_next(nullptr);
+  for (const auto& layer : layers) layer->absorb_next(nullptr, 0);
   std::vector<Matrix> outputs(layers.size()), grads(layers.size());
   ForwardContext ctx;
   ctx.training = training;
@@ -158,18 +158,25 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 
 }  // namespace
 
-TEST_CASE("BatchNorm takes in the ReLU after it, bit for bit as the two layers one by one", "[nn][batchnorm]") {
+TEST_CASE("BatchNorm takes in the ReLU and the max pooling after it, bit for bit as the layers one by one",
+          "[nn][batchnorm]") {
   struct Case {
     const char* layers;
     Shape input;
     std::vector<std::size_t> absorbed;
   };
-  // Planes of 35 and 9 values: whole lanes of 8 and a tail.
+  // Planes of 35, 9 and 195 values: whole lanes of 8 and a tail; pooling windows
+  // that leave a last row or column out (7 x 5 by 2, 15 x 13 by 3).
   const Case cases[] = {
       {"conv2d(3,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(4,3,padding=1) batchnorm2d relu relu flatten "
        "linear(6) batchnorm1d relu linear",
-       {2, 7, 5}, {2, 6, 11}},
+       {2, 7, 5}, {2, 3, 6, 11}},
       {"batchnorm1d relu linear(5) batchnorm1d gelu linear", {6}, {1}},
+      // Overlapping windows (stride 1 < kernel 2), an average pooling and a pooling
+      // without a ReLU before it stay layers of their own.
+      {"batchnorm2d relu maxpool2d(3) conv2d(2,1) batchnorm2d relu maxpool2d(2,1) batchnorm2d relu avgpool2d(2) "
+       "batchnorm2d maxpool2d(1) flatten linear",
+       {3, 15, 13}, {1, 2, 5, 8}},
   };
   for (const Case& c : cases)
     for (bool training : {true, false}) {

@@ -4,6 +4,7 @@
 // batch's biased variance and updates the running statistics with `momentum` and
 // the unbiased variance; evaluation uses the running statistics.
 #include "ops/norm/norm_ops.hpp"
+#include "mpiddp/device/index_buffer.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
@@ -26,11 +27,14 @@ class BatchNorm final : public Layer {
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
   std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
-  // A ReLU right after it, where the device's ops fuse it (NormOps::fuses_relu).
-  bool absorb_next(const Layer* next) override;
+  // A ReLU right after it, where the device's ops fuse it (NormOps::fuses_relu),
+  // then a max pooling that tiles its planes (NormOps::fuses_max_pool; BatchNorm2d).
+  bool absorb_next(const Layer* next, int taken) override;
 
  private:
   NormGeometry geometry(std::size_t samples) const;
+  // Values of the output for `samples` (pooled where a pooling is fused).
+  std::size_t output_values(std::size_t samples) const;
   NormOps& norm() const { return device().ops<NormOps>(); }
   bool across_ranks() const { return sync_ && cross_rank_ && cross_rank_->size() > 1; }
   void on_bind() override;
@@ -42,7 +46,10 @@ class BatchNorm final : public Layer {
   CrossRank* cross_rank_ = nullptr;
   bool evaluated_ = false;  // the last forward normalised with the running statistics
   bool relu_after_ = false;  // it writes max(y, 0) for the ReLU after it (absorb_next)
+  int pool_window_ = 0;      // and pools that for the max pooling after the ReLU (0: none)
   std::size_t channels_ = 0, spatial_ = 1;
+  std::size_t height_ = 0, width_ = 0;  // BatchNorm2d's planes
+  IndexBuffer argmax_;  // the fused pooling's window maxima (pool_window_)
   std::size_t weight_ = 0, bias_ = 0, running_mean_ = 0, running_var_ = 0, batches_tracked_ = 0;
   ParameterStore* params_ = nullptr;
   // Small per-channel arrays on the device: moments [3][C], every rank's moments

@@ -2,6 +2,7 @@
 // The image layers: Conv2d and 2-D pooling, on samples of shape {C, H, W}.
 #include "ops/conv/conv_ops.hpp"
 #include "ops/pool/pool_ops.hpp"
+#include "mpiddp/device/index_buffer.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
@@ -46,13 +47,13 @@ enum class PoolKind { max, average };
 class Pool2d final : public Layer {
  public:
   Pool2d(PoolKind kind, int kernel, int stride) : pool_(kind), kernel_(kernel), stride_(stride) {}
-  ~Pool2d() override;
   std::string kind() const override { return pool_ == PoolKind::max ? "MaxPool2d" : "AvgPool2d"; }
   bool needs_images() const override { return true; }
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
   std::string arguments() const override;
   void declare(ParameterStore&, const std::string&, const Shape& in) override { in_ = image_shape(in, "pooling"); }
+  int tiling_max_pool_window() const override { return pool_ == PoolKind::max && kernel_ == stride_ ? kernel_ : 0; }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
@@ -66,9 +67,7 @@ class Pool2d final : public Layer {
   int kernel_, stride_;
   Shape in_;
   // Max pooling's window maxima from the last forward, in the device's memory.
-  std::int32_t* argmax_ = nullptr;
-  std::size_t argmax_capacity_ = 0;
-  Device* argmax_device_ = nullptr;
+  IndexBuffer argmax_;
 };
 
 }  // namespace mpiddp

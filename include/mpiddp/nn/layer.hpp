@@ -87,11 +87,15 @@ class Layer {
   // The layers it contains, in order (after declare()); none for a plain layer.
   virtual std::vector<InnerLayer> inner_layers() const { return {}; }
   virtual bool is_relu() const { return false; }
-  // Offers the layer after this one (null: none) to be done inside this one's
-  // passes over memory: BatchNorm takes a ReLU, writing max(y, 0) and masking its
-  // own gradient with it. True when it did; the chain then skips that layer.
-  // Called after every bind() (the device decides what fuses).
-  virtual bool absorb_next(const Layer* /*next*/) { return false; }
+  // A max pooling whose windows tile its input (kernel = stride): that window, else 0.
+  virtual int tiling_max_pool_window() const { return 0; }
+  // Offers the layer after the `taken` ones this layer already took (null: none)
+  // to be done inside this one's passes over memory: BatchNorm takes a ReLU, then
+  // a max pooling after it (it writes the pooled max(y, 0) and masks its own
+  // gradient). True when it did; the chain then skips that layer and offers the
+  // next. Called after every bind() (the device decides what fuses); an offer with
+  // taken = 0 starts afresh.
+  virtual bool absorb_next(const Layer* /*next*/, int /*taken*/) { return false; }
   // Calls `visit` for each layer inside this one, at any depth (after declare());
   // `name` is this layer's own full name.
   virtual void visit_inner(const std::string& /*name*/, const LayerVisitor& /*visit*/) {}
@@ -112,13 +116,23 @@ class Layer {
   CpuKernels cpu_kernels_ = CpuKernels::automatic;
 };
 
-// After bind(): which layers of a chain the layer before takes over
-// (absorb_next), offered left to right; a layer that was taken over takes over none.
+// After bind(): which layers of a chain a layer before them takes over
+// (absorb_next): each layer is offered the ones after it, left to right, until
+// it declines one; a layer that was taken over takes over none.
 inline std::vector<bool> absorb_layers(const std::vector<std::unique_ptr<Layer>>& layers) {
   std::vector<bool> absorbed(layers.size(), false);
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const Layer* next = i + 1 < layers.size() && !absorbed[i] ? layers[i + 1].get() : nullptr;
-    if (layers[i]->absorb_next(next)) absorbed[i + 1] = true;
+    if (absorbed[i]) {
+      layers[i]->absorb_next(nullptr, 0);  // keeps nothing from an earlier binding
+      continue;
+    }
+    int taken = 0;
+    for (std::size_t j = i + 1;; ++j) {
+      const Layer* next = j < layers.size() ? layers[j].get() : nullptr;
+      if (!layers[i]->absorb_next(next, taken)) break;
+      absorbed[j] = true;
+      ++taken;
+    }
   }
   return absorbed;
 }

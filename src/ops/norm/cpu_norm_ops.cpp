@@ -1,13 +1,18 @@
 // Batch normalisation on the CPU. Each plane (one channel of one sample) is
 // summed in float (cpu_plane_sums.hpp), planes are added in double (PyTorch's
 // CPU kernels accumulate in double too), in a fixed order: results repeat bit
-// for bit.
+// for bit. A ReLU and a max pooling fused after it (NormGeometry) run plane by
+// plane through a scratch plane that stays in cache: the full-size output is never
+// written, nor the full-size gradient read, and every value is the one the layers
+// one by one would give, from the same loops.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "norm_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "cpu_plane_sums.hpp"
+#include "device/cpu_max_pool_plane.hpp"
 #include "mpiddp/device/elementwise.hpp"
 
 namespace mpiddp::cpu {
@@ -46,25 +51,39 @@ struct ChannelAffine {
       : scale(invstd * weight), shift(bias - mean * scale) {}
 };
 
+// The gradient at the pooling's input for one plane: each window's dy at its
+// maximum, 0 elsewhere (added onto zeros, as the pooling layer's backward does).
+void unpool_plane(const float* dy, const std::int32_t* where, const FusedMaxPool& pool, float* d) {
+  std::fill(d, d + static_cast<std::size_t>(pool.h) * pool.w, 0.0f);
+  const std::size_t outs = static_cast<std::size_t>(pool.out_h()) * pool.out_w();
+  for (std::size_t o = 0; o < outs; ++o) d[where[o]] += dy[o];
+}
+
 class CpuNormOps final : public NormOps {
  public:
   bool fuses_relu() const override { return true; }
+  bool fuses_max_pool() const override { return true; }
 
+  // Every pass walks the tensor in memory order (samples, then channels), which
+  // the prefetchers follow; a channel's planes are still added in sample order
+  // into its own accumulators, so each sum is the one a channel-by-channel walk gives.
   void batch_moments(const float* x, float* moments, const NormGeometry& g) override {
     const double count = static_cast<double>(g.n) * g.spatial;
-    for (int ch = 0; ch < g.c; ++ch) {
-      // One pass over deviations from a value of the channel itself (its first),
-      // so a large mean costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
-      const float centre = g.n > 0 && g.spatial > 0 ? x[offset(0, ch, g)] : 0.0f;
-      double first = 0.0, second = 0.0;
-      for (int i = 0; i < g.n; ++i) {
+    // One pass over deviations from a value of the channel itself (its first),
+    // so a large mean costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
+    std::vector<float> centre(static_cast<std::size_t>(g.c), 0.0f);
+    std::vector<double> first(static_cast<std::size_t>(g.c), 0.0), second(static_cast<std::size_t>(g.c), 0.0);
+    for (int ch = 0; ch < g.c && g.n > 0 && g.spatial > 0; ++ch) centre[ch] = x[offset(0, ch, g)];
+    for (int i = 0; i < g.n; ++i)
+      for (int ch = 0; ch < g.c; ++ch) {
         float squares = 0.0f;
-        first += plane_deviations(x + offset(i, ch, g), g.spatial, centre, &squares);
-        second += squares;
+        first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], &squares);
+        second[ch] += squares;
       }
-      const double mean = count > 0 ? centre + first / count : 0.0;
+    for (int ch = 0; ch < g.c; ++ch) {
+      const double mean = count > 0 ? centre[ch] + first[ch] / count : 0.0;
       // max(0, M2) that keeps a NaN: a NaN input must give NaN statistics, as in PyTorch.
-      const double m2 = count > 0 ? ew::max_zero(second - first * first / count) : 0.0;
+      const double m2 = count > 0 ? ew::max_zero(second[ch] - first[ch] * first[ch] / count) : 0.0;
       moments[ch] = static_cast<float>(count);
       moments[g.c + ch] = static_cast<float>(mean);
       moments[2 * g.c + ch] = static_cast<float>(m2);
@@ -87,6 +106,7 @@ class CpuNormOps final : public NormOps {
   void normalize_train(const float* x, float* y, const float* weight, const float* bias, const float* moments,
                        float eps, float momentum, float* running_mean, float* running_var, float* saved,
                        const NormGeometry& g) override {
+    std::vector<ChannelAffine> affine;
     for (int ch = 0; ch < g.c; ++ch) {
       const double count = moments[ch], mean = moments[g.c + ch], m2 = moments[2 * g.c + ch];
       const float invstd = ew::bn_invstd(m2 / count, eps);
@@ -95,33 +115,33 @@ class CpuNormOps final : public NormOps {
       saved[ch] = static_cast<float>(mean);
       saved[g.c + ch] = invstd;
       saved[2 * g.c + ch] = static_cast<float>(count);
-      apply(x, y, ch, g, static_cast<float>(mean), invstd, weight[ch], bias[ch]);
+      affine.emplace_back(static_cast<float>(mean), invstd, weight[ch], bias[ch]);
     }
+    apply(x, y, affine, g);
   }
 
   void normalize_eval(const float* x, float* y, const float* weight, const float* bias, const float* running_mean,
                       const float* running_var, float eps, const NormGeometry& g) override {
-    for (int ch = 0; ch < g.c; ++ch) {
-      const float invstd = ew::bn_invstd(running_var[ch], eps);
-      apply(x, y, ch, g, running_mean[ch], invstd, weight[ch], bias[ch]);
-    }
+    std::vector<ChannelAffine> affine;
+    for (int ch = 0; ch < g.c; ++ch)
+      affine.emplace_back(running_mean[ch], ew::bn_invstd(running_var[ch], eps), weight[ch], bias[ch]);
+    apply(x, y, affine, g);
   }
 
   void backward_sums(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
                      float* sums, const NormGeometry& g) override {
-    for (int ch = 0; ch < g.c; ++ch) {
-      double sum_dy = 0.0, sum_dy_xmu = 0.0;
-      const ChannelAffine fused = g.relu_after ? ChannelAffine(saved[ch], saved[g.c + ch], weight[ch], bias[ch])
-                                               : ChannelAffine(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int i = 0; i < g.n; ++i) {
-        const std::size_t at = offset(i, ch, g);
+    const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
+    std::vector<double> sum_dy(static_cast<std::size_t>(g.c), 0.0), sum_dy_xmu(static_cast<std::size_t>(g.c), 0.0);
+    for (int i = 0; i < g.n; ++i)
+      for (int ch = 0; ch < g.c; ++ch) {
         float projection = 0.0f;
-        sum_dy += plane_grad_sums(x + at, dy + at, g.relu_after, fused.scale, fused.shift, g.spatial, saved[ch],
-                                  &projection);
-        sum_dy_xmu += projection;
+        sum_dy[ch] += plane_grad_sums(x + offset(i, ch, g), plane_grad(dy, i, ch, g), g.relu_after, affine[ch].scale,
+                                      affine[ch].shift, g.spatial, saved[ch], &projection);
+        sum_dy_xmu[ch] += projection;
       }
-      sums[ch] = static_cast<float>(sum_dy);
-      sums[g.c + ch] = static_cast<float>(sum_dy_xmu);
+    for (int ch = 0; ch < g.c; ++ch) {
+      sums[ch] = static_cast<float>(sum_dy[ch]);
+      sums[g.c + ch] = static_cast<float>(sum_dy_xmu[ch]);
     }
   }
 
@@ -136,31 +156,68 @@ class CpuNormOps final : public NormOps {
 
   void backward_input(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
                       const float* sums, float* dx, const NormGeometry& g) override {
+    const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
+    std::vector<float> mean_dy, projection;
     for (int ch = 0; ch < g.c; ++ch) {
-      const float mean = saved[ch], invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
-      const float mean_dy = sums[ch] / count;
-      const float projection = sums[g.c + ch] / count * invstd * invstd;
-      const ChannelAffine affine(mean, invstd, weight[ch], bias[ch]);
-      for (int i = 0; i < g.n; ++i) {
-        const std::size_t at = offset(i, ch, g);
-        plane_input_grad(x + at, dy + at, g.relu_after, affine.shift, dx + at, g.spatial, mean, mean_dy, projection,
-                         affine.scale);
-      }
+      const float invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
+      mean_dy.push_back(sums[ch] / count);
+      projection.push_back(sums[g.c + ch] / count * invstd * invstd);
     }
+    for (int i = 0; i < g.n; ++i)
+      for (int ch = 0; ch < g.c; ++ch) {
+        const std::size_t at = offset(i, ch, g);
+        plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + at, g.spatial,
+                         saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
+      }
   }
 
  private:
   static std::size_t offset(int sample, int ch, const NormGeometry& g) {
     return (static_cast<std::size_t>(sample) * g.c + ch) * g.spatial;
   }
-  static void apply(const float* x, float* y, int ch, const NormGeometry& g, float mean, float invstd, float w,
-                    float b) {
-    const ChannelAffine affine(mean, invstd, w, b);
-    for (int i = 0; i < g.n; ++i) {
-      const std::size_t at = offset(i, ch, g);
-      plane_affine(x + at, y + at, g.spatial, affine.scale, affine.shift, g.relu_after);
-    }
+
+  // Each channel's y = x * scale + shift from the saved mean and invstd, as the
+  // forward computed it (also backward_input's scale = invstd * weight).
+  static std::vector<ChannelAffine> saved_affine(const float* weight, const float* bias, const float* saved, int c) {
+    std::vector<ChannelAffine> affine;
+    for (int ch = 0; ch < c; ++ch) affine.emplace_back(saved[ch], saved[c + ch], weight[ch], bias[ch]);
+    return affine;
   }
+
+  // Writes the output: normalised, through the fused ReLU and pooling where there are.
+  void apply(const float* x, float* y, const std::vector<ChannelAffine>& affine, const NormGeometry& g) {
+    const FusedMaxPool& pool = g.pool_after;
+    plane_.resize(static_cast<std::size_t>(g.spatial));
+    for (int i = 0; i < g.n; ++i)
+      for (int ch = 0; ch < g.c; ++ch) {
+        const std::size_t at = offset(i, ch, g);
+        if (!pool.window) {
+          plane_affine(x + at, y + at, g.spatial, affine[ch].scale, affine[ch].shift, g.relu_after);
+          continue;
+        }
+        plane_affine(x + at, plane_.data(), g.spatial, affine[ch].scale, affine[ch].shift, g.relu_after);
+        const std::size_t pooled = pooled_offset(i, ch, g);
+        max_pool_plane(plane_.data(), pool.w, pool.window, pool.window, pool.out_h(), pool.out_w(), y + pooled,
+                       pool.argmax + pooled);
+      }
+  }
+
+  // dy of plane (sample, ch) as the normalisation's output gradient: dy's own
+  // plane, or with a fused pooling its gradient spread back into the scratch plane.
+  const float* plane_grad(const float* dy, int sample, int ch, const NormGeometry& g) {
+    const FusedMaxPool& pool = g.pool_after;
+    if (!pool.window) return dy + offset(sample, ch, g);
+    plane_.resize(static_cast<std::size_t>(g.spatial));
+    const std::size_t pooled = pooled_offset(sample, ch, g);
+    unpool_plane(dy + pooled, pool.argmax + pooled, pool, plane_.data());
+    return plane_.data();
+  }
+
+  static std::size_t pooled_offset(int sample, int ch, const NormGeometry& g) {
+    return (static_cast<std::size_t>(sample) * g.c + ch) * g.pool_after.out_h() * g.pool_after.out_w();
+  }
+
+  std::vector<float> plane_;  // one plane of the fused output or its gradient
 };
 
 std::unique_ptr<NormOps> make_cpu_norm_ops(Device&) { return std::make_unique<CpuNormOps>(); }

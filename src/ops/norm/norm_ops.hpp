@@ -6,10 +6,25 @@
 // Moments are per channel: count, mean and M2 (sum of squared deviations), the
 // form that combines across ranks without cancellation.
 #include <cstddef>
+#include <cstdint>
 
 #include "mpiddp/device/device.hpp"
 
 namespace mpiddp {
+
+// A max pooling fused after the ReLU (fuses_max_pool): windows of `window` x
+// `window` at that stride over planes of h x w (h * w = spatial). The normalise
+// steps write the pooled output, n x c planes of (h / window) x (w / window), and
+// the position of each window's maximum in its plane to `argmax` (as the pooling
+// layer would, PyTorch's scan order); the backward steps take dy of the pooled
+// output and that argmax.
+struct FusedMaxPool {
+  int window = 0;  // 0: none
+  int h = 0, w = 0;
+  std::int32_t* argmax = nullptr;
+  int out_h() const { return h / window; }
+  int out_w() const { return w / window; }
+};
 
 struct NormGeometry {
   int n = 0, c = 0, spatial = 1;
@@ -19,12 +34,15 @@ struct NormGeometry {
   // from x with the forward's own float operations (the same bits), which costs
   // less than reading the stored output twice more.
   bool relu_after = false;
+  FusedMaxPool pool_after;
 };
 
 class NormOps : public OpFamily {
  public:
   // Whether these ops take NormGeometry::relu_after.
   virtual bool fuses_relu() const { return false; }
+  // Whether these ops take NormGeometry::pool_after (after a fused ReLU).
+  virtual bool fuses_max_pool() const { return false; }
   // moments[3][c]: count, mean, M2 of this batch.
   virtual void batch_moments(const float* x, float* moments, const NormGeometry& g) = 0;
   // all[ranks][3][c] -> moments[3][c], combined in rank order (Chan et al.).

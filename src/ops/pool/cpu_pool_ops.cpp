@@ -1,6 +1,7 @@
 // Max and average pooling on the CPU: plain loops over each output window.
 #include <algorithm>
 
+#include "device/cpu_max_pool_plane.hpp"
 #include "pool_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "mpiddp/device/elementwise.hpp"
@@ -11,28 +12,10 @@ namespace {
 class CpuPoolOps final : public PoolOps {
  public:
   void max_pool_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) override {
-    if (g.kernel == 2 && g.stride == 2) return max_pool_2x2(x, y, argmax, g);
     const int oh = g.out_h(), ow = g.out_w();
-    for (std::size_t plane = 0; plane < planes(g); ++plane) {
-      const float* in = x + plane * g.h * g.w;
-      float* out = y + plane * oh * ow;
-      std::int32_t* where = argmax + plane * oh * ow;
-      for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox) {
-          int best = (oy * g.stride) * g.w + ox * g.stride;
-          float value = in[best];
-          for (int ky = 0; ky < g.kernel; ++ky)
-            for (int kx = 0; kx < g.kernel; ++kx) {
-              const int at = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-              if (ew::max_pool_takes(in[at], value)) {
-                value = in[at];
-                best = at;
-              }
-            }
-          out[oy * ow + ox] = value;
-          where[oy * ow + ox] = best;
-        }
-    }
+    for (std::size_t plane = 0; plane < planes(g); ++plane)
+      max_pool_plane(x + plane * g.h * g.w, g.w, g.kernel, g.stride, oh, ow, y + plane * oh * ow,
+                     argmax + plane * oh * ow);
   }
 
   void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) override {
@@ -75,32 +58,6 @@ class CpuPoolOps final : public PoolOps {
   }
 
  private:
-  // The common case, unrolled: the four values of each window in PyTorch's scan
-  // order (row by row), the first maximum (or the last NaN) winning.
-  static void max_pool_2x2(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) {
-    const int oh = g.out_h(), ow = g.out_w();
-    for (std::size_t plane = 0; plane < planes(g); ++plane) {
-      const float* in = x + plane * g.h * g.w;
-      float* out = y + plane * oh * ow;
-      std::int32_t* where = argmax + plane * oh * ow;
-      for (int oy = 0; oy < oh; ++oy) {
-        const int top = 2 * oy * g.w, bottom = top + g.w;
-        for (int ox = 0; ox < ow; ++ox) {
-          const int at[4] = {top + 2 * ox, top + 2 * ox + 1, bottom + 2 * ox, bottom + 2 * ox + 1};
-          int best = at[0];
-          float value = in[best];
-          for (int k = 1; k < 4; ++k)
-            if (ew::max_pool_takes(in[at[k]], value)) {
-              value = in[at[k]];
-              best = at[k];
-            }
-          out[oy * ow + ox] = value;
-          where[oy * ow + ox] = best;
-        }
-      }
-    }
-  }
-
   static std::size_t planes(const PoolGeometry& g) { return static_cast<std::size_t>(g.n) * g.c; }
 };
 
