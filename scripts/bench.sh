@@ -47,7 +47,7 @@ peak=$(sed -n 's/^peak: \([0-9.]*\) GFLOP\/s per core.*/\1/p' "$work/peak")
 grep '^peak:' "$work/peak"
 # Roofline rows, one per model at world 2 (printed at the end): roof_row NAME RUN_DIR PYTORCH_RATE UNITS_PER_SAMPLE.
 roof=()
-trace=(--train.trace_steps 20)
+trace=(--train.trace_steps 20 --train.trace_after 50)  # steady state: past oneDNN's warm-up
 traced_at() { [ "$1" != 2 ] || echo "${trace[@]}"; }  # WORLD: the trace settings, for world 2's runs only
 roof_row() {
   local s=$2/summary.json

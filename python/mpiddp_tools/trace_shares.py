@@ -89,7 +89,7 @@ def shares(run_dir, job=None):
     for _, path in jobs[tag]:
         times, step_time, steps = rank_times(load(path))
         if steps == 0 or step_time <= 0:
-            die(f"{path}: no traced step (set train.trace_steps and train for more than 2 steps)")
+            die(f"{path}: no traced step (set train.trace_steps and train for more than train.trace_after steps)")
         for name, t in times.items():
             total[name] = total.get(name, 0.0) + t / step_time / len(jobs[tag])
         per_rank_steps.append(steps)

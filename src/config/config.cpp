@@ -242,7 +242,9 @@ void describe(Schema& s, Config& c) {
   s.add("train.seed", &c.train.seed, "seed of weights, sampler and dropout");
   s.add("train.log_every", &c.train.log_every, "optimizer steps between progress lines", at_least(1));
   s.add("train.trace_steps", &c.train.trace_steps,
-        "steps traced to <run.dir>/trace/rank-R.json after 2 warm-up steps, 0 = off", at_least(0));
+        "steps traced to <run.dir>/trace/rank-R.json after train.trace_after warm-up steps, 0 = off", at_least(0));
+  s.add("train.trace_after", &c.train.trace_after,
+        "steps this process runs before the traced ones (first-touch memory, kernel set-up)", at_least(0));
   s.add("train.eval", &c.train.eval, "evaluate data.test after each epoch");
   s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks", between(0, kMaxThreads));
   s.add("train.cpu_kernels", &c.train.cpu_kernels, "{}: the library of the CPU's matrix products (auto: oneDNN "

@@ -36,7 +36,7 @@ std::string job_tag(Communicator& comm) {
 
 TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets,
                          Device& device)
-    : steps_(config.train.trace_steps), buckets_(static_cast<std::int64_t>(buckets)) {
+    : steps_(config.train.trace_steps), warmup_(config.train.trace_after), buckets_(static_cast<std::int64_t>(buckets)) {
   if (steps_ <= 0) return;
   // The common clock: every rank reads its steady clock right after the same
   // barrier; scripts/trace-merge subtracts each rank's reading (skew = the
@@ -59,8 +59,8 @@ TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t l
 }
 
 void TraceWindow::advance() {
-  if (seen_ == kTraceWarmupSteps) set_active_tracer(tracer_.get());
-  if (seen_ == kTraceWarmupSteps + steps_) write();
+  if (seen_ == warmup_) set_active_tracer(tracer_.get());
+  if (seen_ == warmup_ + steps_) write();
   ++seen_;
 }
 
@@ -76,9 +76,9 @@ void TraceWindow::write() {
   try {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
-    const std::int64_t traced = std::max<std::int64_t>(0, std::min(steps_, seen_ - kTraceWarmupSteps));
+    const std::int64_t traced = std::max<std::int64_t>(0, std::min(steps_, seen_ - warmup_));
     if (device_) device_->flush(*tracer_);
-    tracer_->write(path_, {{"warmup_steps", kTraceWarmupSteps}, {"traced_steps", traced}, {"buckets", buckets_}});
+    tracer_->write(path_, {{"warmup_steps", warmup_}, {"traced_steps", traced}, {"buckets", buckets_}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpiddp: warning: %s\n", e.what());
   }

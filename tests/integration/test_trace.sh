@@ -163,5 +163,19 @@ PY
   || { grep -q "^trace-shares: error: no trace files" "$WORK/shares-off.log" && pass "trace-shares refuses a run without traces" \
        || fail "trace-shares error: $(cat "$WORK/shares-off.log")"; }
 
+# train.trace_after moves the window: steps 5 and 6 of 8 (counted from 0), nothing else.
+run_ranks 2 train "$WORK/trace.ini" --train.trace_steps 2 --train.trace_after 5 --run.dir "$WORK/after" \
+  > "$WORK/after.log" 2>&1 || fail "run with train.trace_after exited $?"
+"$PYTHON" - "$WORK/after/trace" <<'PY' && pass "train.trace_after 5: the trace holds steps 5 and 6 and says 5 warm-up steps" \
+  || fail "train.trace_after"
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "job-*-rank-*.json"))):
+    t = json.load(open(path))
+    assert t["otherData"]["warmup_steps"] == 5 and t["otherData"]["traced_steps"] == 2, t["otherData"]
+    steps = sorted(e["name"] for e in t["traceEvents"] if e["ph"] == "X" and e["name"].startswith("step"))
+    assert steps == ["step 5", "step 6"], steps
+PY
+
 expect_error negative_trace_steps 1 "train.trace_steps" train "$WORK/trace.ini" --train.trace_steps -1 --run.dir "$WORK/bad"
+expect_error negative_trace_after 1 "train.trace_after" train "$WORK/trace.ini" --train.trace_after -1 --run.dir "$WORK/bad"
 finish

@@ -58,6 +58,7 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   int log_every = 50;                // optimizer steps between progress lines
   int trace_steps = 0;               // steps traced to <run.dir>/trace/ after the warm-up, 0 = off
+  int trace_after = 2;               // warm-up: steps this process runs before the traced ones
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
   CpuKernels cpu_kernels = CpuKernels::automatic;  // the CPU's matrix products: oneDNN where built, else OpenBLAS

@@ -1,9 +1,10 @@
 #pragma once
 // train.trace_steps: the steps whose timeline every rank writes to
-// <run.dir>/trace/job-<UTC start>-<pid>-rank-R.json (one set of files per job). The first kTraceWarmupSteps steps this process
-// runs are skipped (first-touch allocations, BLAS and transport set-up would
-// dominate them), then train.trace_steps steps are traced and the file is
-// written at once, before the next step starts (or at the end of the run).
+// <run.dir>/trace/job-<UTC start>-<pid>-rank-R.json (one set of files per job). The first train.trace_after steps this
+// process runs are skipped (first-touch allocations, BLAS and transport set-up would
+// dominate them; oneDNN's kernels run slow for their first ~10 ms), then
+// train.trace_steps steps are traced and the file is written at once, before the
+// next step starts (or at the end of the run).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,8 +15,6 @@
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp {
-
-constexpr std::int64_t kTraceWarmupSteps = 2;
 
 class TraceWindow {
  public:
@@ -37,7 +36,7 @@ class TraceWindow {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<TraceAnnotator> device_;
   std::string path_;
-  std::int64_t steps_ = 0, seen_ = 0, buckets_ = 0;
+  std::int64_t steps_ = 0, warmup_ = 0, seen_ = 0, buckets_ = 0;
   bool written_ = false;
 };
 
