@@ -315,28 +315,36 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
     std::size_t row;
     const unsigned char* features;
   };
+  const auto shard_of = [&](std::int64_t g) {
+    return std::upper_bound(shards_.begin(), shards_.end(), g,
+                            [](std::int64_t v, const Shard& s) { return v < s.first; }) - 1;
+  };
+  const auto features_of = [&](const Shard& shard, std::size_t row) {
+    return shard.mapping.base + shard.mapping.features_offset + row * row_bytes;
+  };
   const auto locate = [&](std::size_t p) {
     const std::int64_t g = indices[p];
     if (g < 0 || g >= size_) throw RuntimeError("sample index " + std::to_string(g) + " outside the data set");
-    const auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
-                                     [](std::int64_t v, const Shard& s) { return v < s.first; });
-    const Shard& shard = *(it - 1);
-    if (const auto s = static_cast<std::size_t>(it - 1 - shards_.begin()); !checked[s]) {
-      check_not_truncated(shard);
+    const auto it = shard_of(g);
+    if (const auto s = static_cast<std::size_t>(it - shards_.begin()); !checked[s]) {
+      check_not_truncated(*it);
       checked[s] = true;
     }
-    const auto row = static_cast<std::size_t>(g - shard.first);
-    return Located{&shard, row, shard.mapping.base + shard.mapping.features_offset + row * row_bytes};
+    const auto row = static_cast<std::size_t>(g - it->first);
+    return Located{&*it, row, features_of(*it, row)};
   };
-  // The sampler's order is random, so no hardware prefetcher guesses the next
-  // row: it is asked for while this one is copied (half of the loader's time
-  // was waiting for rows on Fashion-MNIST).
-  Located next = n > 0 ? locate(0) : Located{};
   for (std::size_t p = 0; p < n; ++p) {
-    const Located at = next;
-    if (p + 1 < n) {
-      next = locate(p + 1);
-      for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next.features + b);
+    const Located at = locate(p);
+    // The sampler's order is random, so no hardware prefetcher guesses the next
+    // row: it is asked for while this one is copied (half of the loader's time
+    // was waiting for rows on Fashion-MNIST). Only a row inside its shard's rows
+    // is asked for; the next sample's own checks come at its turn, so each
+    // sample's errors come in sample order.
+    if (p + 1 < n && indices[p + 1] >= 0 && indices[p + 1] < size_) {
+      const auto it = shard_of(indices[p + 1]);
+      const auto row = static_cast<std::size_t>(indices[p + 1] - it->first);
+      if (static_cast<std::int64_t>(row) < it->rows && checked[static_cast<std::size_t>(it - shards_.begin())])
+        for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(features_of(*it, row) + b);
     }
     const Shard& shard = *at.shard;
     const std::size_t row = at.row;

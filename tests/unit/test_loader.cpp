@@ -127,3 +127,14 @@ TEST_CASE("a sample outside the data set reaches next() as an error", "[loader]"
   REQUIRE(loader.next().has_value());
   CHECK_THROWS_WITH(loader.next(), Catch::Contains("outside the data set"));
 }
+
+TEST_CASE("the mapped reads report a batch's errors in sample order", "[loader]") {
+  ThreeShards shards;
+  ShardedDataset data((shards.dir / "shards").string(), "features", "labels", LabelKind::class_id);
+  data.set_classes(5);  // row 5's label (5) is now out of range
+  Batch batch;
+  // Sample 0 is bad, and so is sample 1: sample 0's error is the one reported.
+  CHECK_THROWS_WITH(data.read({5, kRows}, batch), Catch::Contains("row 5: label 5 outside [0, 5)"));
+  CHECK_THROWS_WITH(data.read({kRows, 5}, batch), Catch::Contains("sample index 203 outside the data set"));
+  CHECK_NOTHROW(data.read({0, 1, 4}, batch));
+}
