@@ -1,8 +1,10 @@
 #pragma once
-// Max pooling of one plane on the CPU, shared by the pooling ops (ops/pool) and by
+// Max pooling of one plane on the CPU and its gradient, shared by the pooling ops (ops/pool) and by
 // BatchNorm's fused pooling (ops/norm), so both give the same values and positions:
 // windows scanned row by row, the first maximum (or the last NaN) winning
 // (ew::max_pool_takes), as PyTorch's kernels do.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "mpiddp/device/elementwise.hpp"
@@ -45,6 +47,14 @@ inline void max_pool_plane(const float* in, int w, int kernel, int stride, int o
       out[oy * ow + ox] = value;
       where[oy * ow + ox] = best;
     }
+}
+
+// Its gradient: each window's dy added at its maximum onto a plane of `plane`
+// zeros (outs windows). Overlapping windows add up where they share a maximum.
+inline void max_pool_plane_grad(const float* dy, const std::int32_t* where, std::size_t outs, std::size_t plane,
+                                float* d) {
+  std::fill(d, d + plane, 0.0f);
+  for (std::size_t o = 0; o < outs; ++o) d[where[o]] += dy[o];
 }
 
 }  // namespace mpiddp::cpu

@@ -1,6 +1,5 @@
 #include "mpiddp/nn/batchnorm.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>

@@ -51,14 +51,6 @@ struct ChannelAffine {
       : scale(invstd * weight), shift(bias - mean * scale) {}
 };
 
-// The gradient at the pooling's input for one plane: each window's dy at its
-// maximum, 0 elsewhere (added onto zeros, as the pooling layer's backward does).
-void unpool_plane(const float* dy, const std::int32_t* where, const FusedMaxPool& pool, float* d) {
-  std::fill(d, d + static_cast<std::size_t>(pool.h) * pool.w, 0.0f);
-  const std::size_t outs = static_cast<std::size_t>(pool.out_h()) * pool.out_w();
-  for (std::size_t o = 0; o < outs; ++o) d[where[o]] += dy[o];
-}
-
 class CpuNormOps final : public NormOps {
  public:
   bool fuses_relu() const override { return true; }
@@ -209,7 +201,8 @@ class CpuNormOps final : public NormOps {
     if (!pool.window) return dy + offset(sample, ch, g);
     plane_.resize(static_cast<std::size_t>(g.spatial));
     const std::size_t pooled = pooled_offset(sample, ch, g);
-    unpool_plane(dy + pooled, pool.argmax + pooled, pool, plane_.data());
+    max_pool_plane_grad(dy + pooled, pool.argmax + pooled, static_cast<std::size_t>(pool.out_h()) * pool.out_w(),
+                        plane_.size(), plane_.data());
     return plane_.data();
   }
 

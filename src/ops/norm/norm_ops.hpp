@@ -57,7 +57,7 @@ class NormOps : public OpFamily {
                               const float* running_mean, const float* running_var, float eps,
                               const NormGeometry& g) = 0;
   // sums[2][c]: sum of dy and of dy * (x - mean) over this rank's batch. `weight`
-  // and `bias` are read only with relu_after (for y).
+  // and `bias` matter only with relu_after (for y).
   virtual void backward_sums(const float* x, const float* dy, const float* weight, const float* bias,
                              const float* saved, float* sums, const NormGeometry& g) = 0;
   // dweight (+)= sum(dy * xhat), dbias (+)= sum(dy) from this rank's sums.

@@ -20,9 +20,9 @@ class CpuPoolOps final : public PoolOps {
 
   void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) override {
     const std::size_t outs = static_cast<std::size_t>(g.out_h()) * g.out_w();
-    std::fill(dx, dx + planes(g) * g.h * g.w, 0.0f);
+    const std::size_t size = static_cast<std::size_t>(g.h) * g.w;
     for (std::size_t plane = 0; plane < planes(g); ++plane)
-      for (std::size_t o = 0; o < outs; ++o) dx[plane * g.h * g.w + argmax[plane * outs + o]] += dy[plane * outs + o];
+      max_pool_plane_grad(dy + plane * outs, argmax + plane * outs, outs, size, dx + plane * size);
   }
 
   void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) override {
