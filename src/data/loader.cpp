@@ -1,11 +1,12 @@
 #include "mpiddp/data/loader.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace mpiddp {
 
 BatchLoader::BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
-                         std::size_t prefetch, const Augmenter* augmenter, std::uint64_t epoch)
+                         std::size_t prefetch, const Augmenter* augmenter, std::uint64_t epoch, bool background)
     : dataset_(dataset),
       indices_(std::move(indices)),
       batch_size_(batch_size),
@@ -14,7 +15,7 @@ BatchLoader::BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indi
       batch_count_((indices_.size() + batch_size - 1) / batch_size),
       augmenter_(augmenter),
       epoch_(epoch) {
-  thread_ = std::thread([this] { run(); });
+  if (background) thread_ = std::thread([this] { run(); });
 }
 
 BatchLoader::~BatchLoader() {
@@ -23,7 +24,17 @@ BatchLoader::~BatchLoader() {
     stop_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+}
+
+Batch BatchLoader::read_batch(std::size_t b) const {
+  const std::size_t begin = b * batch_size_;
+  const std::size_t end = std::min(indices_.size(), begin + batch_size_);
+  const std::vector<std::int64_t> wanted(indices_.begin() + begin, indices_.begin() + end);
+  Batch batch;
+  dataset_.read(wanted, batch);
+  if (augmenter_) augmenter_->apply(epoch_, wanted, batch.features);
+  return batch;
 }
 
 void BatchLoader::run() {
@@ -34,12 +45,7 @@ void BatchLoader::run() {
         if (ready_.size() >= prefetch_) changed_.wait(lock, [this] { return stop_ || ready_.size() <= refill_at_; });
         if (stop_) return;
       }
-      const std::size_t begin = b * batch_size_;
-      const std::size_t end = std::min(indices_.size(), begin + batch_size_);
-      std::vector<std::int64_t> wanted(indices_.begin() + begin, indices_.begin() + end);
-      Batch batch;
-      dataset_.read(wanted, batch);
-      if (augmenter_) augmenter_->apply(epoch_, wanted, batch.features);
+      Batch batch = read_batch(b);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.push_back(std::move(batch));
@@ -56,9 +62,18 @@ void BatchLoader::run() {
 std::optional<Batch> BatchLoader::next() {
   if (consumed_ == batch_count_) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
+  const auto count_wait = [&] {
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (!thread_.joinable()) {
+    Batch batch = read_batch(consumed_);
+    ++consumed_;
+    count_wait();
+    return batch;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return !ready_.empty() || error_; });
-  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  count_wait();
   if (ready_.empty()) std::rethrow_exception(error_);
   Batch batch = std::move(ready_.front());
   ready_.pop_front();

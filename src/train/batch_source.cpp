@@ -5,13 +5,14 @@
 namespace mpiddp {
 
 BatchSource::BatchSource(ShardedDataset& data, std::size_t batch_size, std::size_t loader_prefetch, Device& device,
-                         bool prefetching, const Augmenter* augmenter)
+                         bool prefetching, const Augmenter* augmenter, bool loader_thread)
     : data_(data),
       batch_size_(batch_size),
       loader_prefetch_(loader_prefetch),
       device_(device),
       prefetching_(prefetching),
-      augmenter_(augmenter) {}
+      augmenter_(augmenter),
+      loader_thread_(loader_thread) {}
 
 void BatchSource::start_epoch(std::vector<std::int64_t> order, std::uint64_t epoch) {
   next_batch_.reset();
@@ -19,7 +20,8 @@ void BatchSource::start_epoch(std::vector<std::int64_t> order, std::uint64_t epo
   current_staged_.reset();
   next_error_ = nullptr;
   loader_.reset();  // the old loader's thread ends before the new one starts
-  loader_ = std::make_unique<BatchLoader>(data_, std::move(order), batch_size_, loader_prefetch_, augmenter_, epoch);
+  loader_ = std::make_unique<BatchLoader>(data_, std::move(order), batch_size_, loader_prefetch_, augmenter_, epoch,
+                                          loader_thread_);
 }
 
 void BatchSource::next_step(std::vector<Batch>& micro, int count) {

@@ -10,7 +10,7 @@
 namespace mpiddp {
 
 Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm, const Config& config,
-                    bool classification) {
+                    bool classification, bool loader_thread) {
   std::vector<std::int64_t> indices;
   for (std::int64_t i = comm.rank(); i < data.size(); i += comm.size()) indices.push_back(i);
   // At least 256 samples per forward, except for sequence models: a window's
@@ -19,7 +19,8 @@ Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm,
       config.data.context > 0 ? config.train.batch_size : std::max(256, config.train.batch_size));
   double sums[3] = {0.0, 0.0, 0.0};  // loss, correct, count
   agree_or_fail(comm, [&] {
-    BatchLoader loader(data, std::move(indices), batch, static_cast<std::size_t>(config.data.prefetch));
+    BatchLoader loader(data, std::move(indices), batch, static_cast<std::size_t>(config.data.prefetch), nullptr, 0,
+                       loader_thread);
     while (auto b = loader.next()) {
       const LossResult r = evaluate_batch(model, *b, classification);
       sums[0] += r.loss_sum;

@@ -105,6 +105,7 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
   agree_or_fail(comm, [&] { cpu::use_gemm_library(config.train.cpu_kernels); });
   open_data(group.local_size());
   compute = setup_compute(config, group);
+  loader = place_loader(config.data.loader, !compute.device->is_host(), blas_threads, usable_cpus());
   build_model();
   restore(resume);
   plan = plan_steps(config, train_data->size(), comm.size());
@@ -358,6 +359,7 @@ void TrainingSession::print_banner() const {
   }
   if (!compute.device->is_host()) std::printf("rank 0 device: %s\n", compute.device->describe().c_str());
   std::printf("train data: %s\n", train_data->describe().c_str());
+  std::printf("batches read %s\n", loader.reason.c_str());
   if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
   std::printf("model: %zu parameters, input %s\n%s", model->parameters().total(),
               shape_text(model->input_shape()).c_str(), model->describe().c_str());

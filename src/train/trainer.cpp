@@ -45,7 +45,7 @@ class Trainer {
         batches_(*session.train_data, static_cast<std::size_t>(config_.train.batch_size),
                  static_cast<std::size_t>(config_.data.prefetch), *session.compute.device,
                  !session.compute.device->is_host() && config_.debug.fail_mode != FailMode::nan,
-                 session.augmenter ? &*session.augmenter : nullptr),
+                 session.augmenter ? &*session.augmenter : nullptr, session.loader.background),
         progress_(session),
         checkpointer_(session),
         tracing_(session.config, session.comm, nested_layer_count(session.model->layers()),
@@ -248,7 +248,7 @@ class Trainer {
   void evaluate_epoch(std::int64_t completed) {
     // Every rank evaluates with rank 0's running statistics, those the checkpoint holds.
     s_.reducer->broadcast_buffers();
-    last_eval_ = evaluate(*s_.model, *s_.test_data, s_.comm, config_, s_.classification);
+    last_eval_ = evaluate(*s_.model, *s_.test_data, s_.comm, config_, s_.classification, s_.loader.background);
     evaluated_ = true;
     // Every rank ends with rank 0's line when the record cannot be written.
     agree_or_fail(s_.comm, [&] {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# data.augment on small IDX images: runs repeat bit-exactly, a resume mid-epoch
+# data.augment on small IDX images: runs repeat bit-exactly (with batches read on
+# a loader thread or inline, data.loader), a resume mid-epoch
 # is bit-identical to the uninterrupted run, augmentation changes what is
 # trained, and bad values or non-image data are refused with one line (exit 2).
 source "$(dirname "$0")/lib.sh"
@@ -30,8 +31,8 @@ contents() { "$MPIDDP" inspect checkpoint "$1" | grep -v -e '^format_version' -e
   && pass "train --help lists data.augment" || fail "--help"
 
 # The runs are independent, and mostly MPI start-up: they run side by side.
-run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/a" > "$WORK/a.log" 2>&1 & job_a=$!
-run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/b" > "$WORK/b.log" 2>&1 & job_b=$!
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/a" --data.loader thread > "$WORK/a.log" 2>&1 & job_a=$!
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/b" --data.loader inline > "$WORK/b.log" 2>&1 & job_b=$!
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/plain" --data.augment "" > "$WORK/plain.log" 2>&1 & job_plain=$!
 # Stopped in epoch 2 (after global step 21 of 45) by SIGUSR1 on rank 1, resumed below.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --debug.fail_rank 1 --debug.fail_step 20 \
@@ -63,10 +64,13 @@ for result in "$WORK"/bad-*.result; do
   FAILURES=$((FAILURES + $(grep -c "^FAIL:" "$result" || true)))
 done
 
+grep -q "batches read on a loader thread (data.loader = thread)" "$WORK/a.log" \
+  && grep -q "batches read inline, in the training thread (data.loader = inline)" "$WORK/b.log" \
+  && pass "the banners say where the batches were read" || fail "banner: $(grep -h "batches read" "$WORK"/[ab].log)"
 grep -q "augment = hflip crop(2)" "$WORK/a/config.ini" && pass "config.ini records data.augment" \
   || fail "config.ini: $(grep augment "$WORK/a/config.ini" || true)"
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/b")") > "$WORK/ab.diff"; then
-  pass "two augmented runs: identical checkpoints ($(contents "$(latest_checkpoint "$WORK/a")" | grep -c ' \[') arrays)"
+  pass "two augmented runs, loader thread and inline: identical checkpoints ($(contents "$(latest_checkpoint "$WORK/a")" | grep -c ' \[') arrays)"
 else fail "two augmented runs differ"; head -5 "$WORK/ab.diff" >&2; fi
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/plain")") >/dev/null; then
   fail "augmentation changed nothing"

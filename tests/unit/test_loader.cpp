@@ -1,6 +1,7 @@
-// The loader thread and the mapped row reads it calls: every batch arrives, in
-// order, with the bytes of the rows it names, for every read-ahead depth, across
-// shard boundaries, with repeated rows, and a loader dropped half-way stops.
+// The loader, on its thread and inline, and the mapped row reads it calls: every
+// batch arrives, in order, with the bytes of the rows it names, for every
+// read-ahead depth, across shard boundaries, with repeated rows; a loader dropped
+// half-way stops; where data.loader = auto puts the reads.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/data/loader.hpp"
 #include "mpiddp/data/shard_writer.hpp"
+#include "mpiddp/train/loader_placement.hpp"
 
 namespace {
 
@@ -74,7 +76,8 @@ void check_batch(const Batch& batch, const std::vector<std::int64_t>& rows, floa
 
 }  // namespace
 
-TEST_CASE("the loader delivers every batch in order, exactly, at every read-ahead depth", "[loader]") {
+TEST_CASE("the loader delivers every batch in order, exactly, at every read-ahead depth, on its thread or inline",
+          "[loader]") {
   ThreeShards shards;
   ShardedDataset data((shards.dir / "shards").string(), "features", "labels", LabelKind::class_id);
   REQUIRE(data.size() == kRows);
@@ -92,10 +95,12 @@ TEST_CASE("the loader delivers every batch in order, exactly, at every read-ahea
   std::shuffle(order.begin(), order.end(), random);
   for (int i = 0; i < 40; ++i) order.push_back(order[static_cast<std::size_t>(i) * 3]);
 
+  const bool background = GENERATE(true, false);
+  INFO((background ? "loader thread" : "inline"));
   for (const std::size_t prefetch : {1, 2, 3, 4, 7, 100})
     for (const std::size_t batch_size : {1, 16, 64}) {
       INFO("prefetch " << prefetch << ", batch " << batch_size);
-      BatchLoader loader(data, order, batch_size, prefetch);
+      BatchLoader loader(data, order, batch_size, prefetch, nullptr, 0, background);
       const std::size_t batches = (order.size() + batch_size - 1) / batch_size;
       CHECK(loader.batch_count() == batches);
       for (std::size_t b = 0; b < batches; ++b) {
@@ -120,12 +125,33 @@ TEST_CASE("a loader dropped while its queue is full or half-read stops its threa
   SUCCEED();
 }
 
-TEST_CASE("a sample outside the data set reaches next() as an error", "[loader]") {
+TEST_CASE("a sample outside the data set reaches next() as an error, on the thread or inline", "[loader]") {
   ThreeShards shards;
   ShardedDataset data((shards.dir / "shards").string(), "features", "labels", LabelKind::class_id);
-  BatchLoader loader(data, {0, 1, 2, kRows}, 2, 4);
+  const bool background = GENERATE(true, false);
+  INFO((background ? "loader thread" : "inline"));
+  BatchLoader loader(data, {0, 1, 2, kRows}, 2, 4, nullptr, 0, background);
   REQUIRE(loader.next().has_value());
   CHECK_THROWS_WITH(loader.next(), Catch::Contains("outside the data set"));
+}
+
+TEST_CASE("data.loader = auto reads on a thread only where it has a CPU to spare or the rank trains on a GPU",
+          "[loader]") {
+  // CPU ranks: a thread needs more usable CPUs than BLAS threads.
+  CHECK_FALSE(place_loader(LoaderPlacement::automatic, false, 1, 1).background);
+  CHECK_FALSE(place_loader(LoaderPlacement::automatic, false, 4, 4).background);
+  CHECK_FALSE(place_loader(LoaderPlacement::automatic, false, 4, 2).background);
+  CHECK(place_loader(LoaderPlacement::automatic, false, 1, 2).background);
+  CHECK(place_loader(LoaderPlacement::automatic, false, 3, 4).background);
+  // A GPU rank's CPU mostly waits for the device: always a thread.
+  CHECK(place_loader(LoaderPlacement::automatic, true, 1, 1).background);
+  // An explicit setting wins either way.
+  CHECK(place_loader(LoaderPlacement::thread, false, 1, 1).background);
+  CHECK_FALSE(place_loader(LoaderPlacement::inline_reads, true, 1, 8).background);
+  // The banner says what decided it.
+  CHECK_THAT(place_loader(LoaderPlacement::automatic, false, 1, 1).reason,
+             Catch::Contains("1 CPU(s) for 1 BLAS thread(s)") && Catch::Contains("inline"));
+  CHECK(usable_cpus() >= 1);
 }
 
 TEST_CASE("the mapped reads report a batch's errors in sample order", "[loader]") {

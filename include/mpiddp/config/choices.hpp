@@ -40,6 +40,16 @@ struct ChoiceNames<CpuKernels> {
                                                                  {CpuKernels::tune, "tune"}}};
 };
 
+// data.loader: where training and test batches are read (train/loader_placement.hpp);
+// auto: a loader thread where the rank has a CPU to spare for it, else inline.
+enum class LoaderPlacement { automatic, thread, inline_reads };
+template <>
+struct ChoiceNames<LoaderPlacement> {
+  static constexpr std::array<NamedChoice<LoaderPlacement>, 3> table{{{LoaderPlacement::automatic, "auto"},
+                                                                      {LoaderPlacement::thread, "thread"},
+                                                                      {LoaderPlacement::inline_reads, "inline"}}};
+};
+
 // A transform of data.augment (the list and crop's padding are parsed in config.cpp).
 enum class AugmentKind { hflip, crop };
 template <>

@@ -33,6 +33,7 @@ struct DataConfig {
   std::string labels = "labels";
   DataTask task = DataTask::classification;
   int prefetch = 4;                  // batches read ahead by the loader thread
+  LoaderPlacement loader = LoaderPlacement::automatic;  // a loader thread, or reads in the training thread
   bool shuffle = true;
   bool drop_last = false;            // DistributedSampler's drop_last
   std::vector<AugmentStep> augment;  // training-sample transforms in order (written "hflip crop(4)"; empty = none)

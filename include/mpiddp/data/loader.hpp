@@ -1,8 +1,9 @@
 #pragma once
 // Reads batches on a background thread so that the next batch is ready when
-// the current step ends. Errors on the loader thread are re-thrown by next().
-// Training batches are augmented there too (data.augment), right after they are
-// read, so that the transforms overlap the compute like the reading does.
+// the current step ends, or, inline, in the thread that asks for them (where no
+// CPU is free to run a loader thread beside the compute: data.loader). Errors on
+// the loader thread are re-thrown by next(). Training batches are augmented
+// right after they are read (data.augment), on the same thread.
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -18,23 +19,26 @@ namespace mpiddp {
 
 class BatchLoader {
  public:
-  // Cuts `indices` into batches of `batch_size` (the last may be smaller) and
-  // keeps up to `prefetch` of them ready. With `augmenter`, every sample is
-  // transformed as sample `index` of `epoch` (the augmenter outlives the loader).
+  // Cuts `indices` into batches of `batch_size` (the last may be smaller). With
+  // `background`, a thread keeps up to `prefetch` of them ready; without, next()
+  // reads each. With `augmenter`, every sample is transformed as sample `index`
+  // of `epoch` (the augmenter outlives the loader). Either way gives the same batches.
   BatchLoader(ShardedDataset& dataset, std::vector<std::int64_t> indices, std::size_t batch_size,
-              std::size_t prefetch, const Augmenter* augmenter = nullptr, std::uint64_t epoch = 0);
+              std::size_t prefetch, const Augmenter* augmenter = nullptr, std::uint64_t epoch = 0,
+              bool background = true);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   std::size_t batch_count() const { return batch_count_; }
   // The next batch in order, or nullopt after the last. Blocks while the loader
-  // is behind; that time is counted in wait_s().
+  // is behind (or reads the batch, inline); that time is counted in wait_s().
   std::optional<Batch> next();
   double wait_s() const { return wait_s_; }
 
  private:
   void run();
+  Batch read_batch(std::size_t b) const;  // batch b, read and augmented
 
   ShardedDataset& dataset_;
   std::vector<std::int64_t> indices_;

@@ -22,9 +22,10 @@ inline int staging_slot(std::uint64_t micro_batch_number) { return static_cast<i
 class BatchSource {
  public:
   // `prefetching`: stage the next step's first batch during the current step.
-  // `augmenter` (null: none) transforms every training sample on the loader thread.
+  // `augmenter` (null: none) transforms every training sample as it is read;
+  // `loader_thread`: read on a loader thread, else inline (data.loader).
   BatchSource(ShardedDataset& data, std::size_t batch_size, std::size_t loader_prefetch, Device& device,
-              bool prefetching, const Augmenter* augmenter);
+              bool prefetching, const Augmenter* augmenter, bool loader_thread);
 
   // This rank's indices of epoch `epoch` still to be read, in order.
   void start_epoch(std::vector<std::int64_t> order, std::uint64_t epoch);
@@ -45,6 +46,7 @@ class BatchSource {
   Device& device_;
   bool prefetching_;
   const Augmenter* augmenter_;
+  bool loader_thread_;
   std::unique_ptr<BatchLoader> loader_;
   std::optional<Batch> next_batch_;
   std::optional<StagedBatch> next_staged_, current_staged_;

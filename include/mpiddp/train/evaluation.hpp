@@ -15,8 +15,9 @@ struct Evaluation {
 };
 
 // Collective. Rank r takes samples r, r + W, ... (no sampler padding, which
-// would count duplicated samples twice); read errors are agreed.
+// would count duplicated samples twice); read errors are agreed. `loader_thread`:
+// batches are read on a loader thread, else inline (data.loader).
 Evaluation evaluate(Sequential& model, ShardedDataset& data, Communicator& comm, const Config& config,
-                    bool classification);
+                    bool classification, bool loader_thread);
 
 }  // namespace mpiddp

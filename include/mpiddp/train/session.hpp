@@ -16,6 +16,7 @@
 #include "mpiddp/ddp/reducer.hpp"
 #include "mpiddp/train/compute_setup.hpp"
 #include "mpiddp/train/kernel_tuning.hpp"
+#include "mpiddp/train/loader_placement.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
@@ -51,6 +52,7 @@ class TrainingSession {
   const bool root;
   const bool classification;
   int blas_threads = 1;
+  LoaderPlacementChoice loader;  // data.loader, resolved for this rank
   std::optional<ShardedDataset> train_data, test_data;
   std::optional<Augmenter> augmenter;  // data.augment of the training samples; empty: none
   std::size_t outputs = 0;  // classes, or regression targets
