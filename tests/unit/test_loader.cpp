@@ -87,7 +87,11 @@ TEST_CASE("the loader delivers every batch in order, exactly, at every read-ahea
   const float scale = first.features.row(1)[0] / static_cast<float>(byte_of(1, 0));
   REQUIRE(scale > 0.0f);
 
-  const unsigned seed = static_cast<unsigned>(std::random_device{}());
+  // MPIDDP_TEST_SEED=N replays an order; the seed is printed either way.
+  const char* fixed = std::getenv("MPIDDP_TEST_SEED");
+  const unsigned seed = fixed ? static_cast<unsigned>(std::strtoul(fixed, nullptr, 10))
+                              : static_cast<unsigned>(std::random_device{}());
+  std::printf("loader test: order seed %u (MPIDDP_TEST_SEED=%u replays it)\n", seed, seed);
   INFO("order seed " << seed);
   std::mt19937 random(seed);
   std::vector<std::int64_t> order;  // a shuffled epoch with repeats, jumping between shards
