@@ -57,12 +57,18 @@ name, path, theirs, per, peak, shares_tool, run = sys.argv[1:]
 s = json.load(open(path))
 per = float(per)
 shares = subprocess.run([shares_tool, run, "--json"], capture_output=True, text=True)
-kinds = json.loads(shares.stdout)["shares"] if shares.returncode == 0 else {}
+traced = json.loads(shares.stdout) if shares.returncode == 0 else {}
+kinds = traced.get("shares", {})
 top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in list(kinds.items())[:5]) or "no trace"
 gflops = s["train_gflops_per_s_per_rank"]
+# The traced steps alone (the steady state, past the first steps' set-up and first touches of memory).
+steady = "n/a"
+if traced.get("step_ms", 0) > 0:
+    rank_samples = s["global_batch"] / s["world_size"]
+    steady = f"{100 * s['train_flops_per_sample'] * rank_samples / (traced['step_ms'] / 1e3) / 1e9 / float(peak):.1f}%"
 theirs = "n/a" if theirs in ("", "n/a") else f"{float(theirs):.0f}"
 print(f"| {name} | {s['train_flops_per_sample'] / per / 1e6:.2f} | {s['train_samples_per_s'] * per:.0f} | {theirs} | "
-      f"{gflops:.1f} | {100 * gflops / float(peak):.1f}% | {100 * s['allreduce_share']:.1f}% | {top} |")
+      f"{gflops:.1f} | {100 * gflops / float(peak):.1f}% | {steady} | {100 * s['allreduce_share']:.1f}% | {top} |")
 PY
 )")
 }
@@ -149,9 +155,11 @@ model_steps=${BENCH_MODEL_STEPS:-100}
 print_roofline() {
   echo
   echo "Roofline at world 2 (per core = per rank, 1 thread each; peak $peak GFLOP/s per core from mpiddp bench peak;" \
-    "FLOPs of the matrix products: forward, weight and input gradients):"
+    "FLOPs of the matrix products: forward, weight and input gradients; 'of FMA peak' over the whole run, its first" \
+    "steps included; 'traced steps' over the 20 traced steps after 50, the steady state):"
   printf "| model | MFLOP per sample (token) | mpiddp samples (tokens)/s | PyTorch DDP gloo | GFLOP/s per core |"
-  printf " of FMA peak | exposed communication | step time by kind (trace) |\n|---|---|---|---|---|---|---|---|\n"
+  printf " of FMA peak | of FMA peak, traced steps | exposed communication | step time by kind (trace) |\n"
+  printf "|---|---|---|---|---|---|---|---|---|\n"
   [ ${#roof[@]} = 0 ] || printf "%s\n" "${roof[@]}"
 }
 if [ "$model_steps" = 0 ]; then print_roofline; exit 0; fi

@@ -13,7 +13,8 @@ communication the step did not hide), "data" (data wait, staging the batch) and
 counts its own time less that of the spans nested in it, so the shares add up to
 100%. The shares are averaged over the ranks. Printed as one line, largest first:
   Conv2d 48.1%, BatchNorm2d 17.9%, ReLU 6.2%, ... (2 ranks, 20 steps)
---json prints {"shares": {...}, "ranks": R, "steps": S} instead.
+--json prints {"shares": {...}, "ranks": R, "steps": S, "step_ms": M} instead (M: the mean
+traced step of the slowest rank, in milliseconds).
 """
 import argparse
 import json
@@ -81,11 +82,11 @@ def rank_times(trace):
 
 
 def shares(run_dir, job=None):
-    """({category: share of the traced steps' time}, ranks, steps per rank)."""
+    """({category: share of the traced steps' time}, ranks, steps per rank, mean step in ms of the slowest rank)."""
     trace_dir = os.path.join(run_dir, "trace")
     jobs = find_jobs(trace_dir)
     tag = choose_job(jobs, job, trace_dir)
-    total, per_rank_steps = {}, []
+    total, per_rank_steps, step_ms = {}, [], 0.0
     for _, path in jobs[tag]:
         times, step_time, steps = rank_times(load(path))
         if steps == 0 or step_time <= 0:
@@ -93,7 +94,8 @@ def shares(run_dir, job=None):
         for name, t in times.items():
             total[name] = total.get(name, 0.0) + t / step_time / len(jobs[tag])
         per_rank_steps.append(steps)
-    return dict(sorted(total.items(), key=lambda item: -item[1])), len(jobs[tag]), min(per_rank_steps)
+        step_ms = max(step_ms, step_time / steps / 1e6)
+    return dict(sorted(total.items(), key=lambda item: -item[1])), len(jobs[tag]), min(per_rank_steps), step_ms
 
 
 def main(argv=None):
@@ -103,9 +105,9 @@ def main(argv=None):
     parser.add_argument("--job", help="the job to read (the job-... prefix of its files; default: the newest)")
     parser.add_argument("--json", action="store_true", help="JSON for scripts")
     args = parser.parse_args(argv)
-    table, ranks, steps = shares(args.run_dir, args.job)
+    table, ranks, steps, step_ms = shares(args.run_dir, args.job)
     if args.json:
-        print(json.dumps({"shares": table, "ranks": ranks, "steps": steps}))
+        print(json.dumps({"shares": table, "ranks": ranks, "steps": steps, "step_ms": step_ms}))
     else:
         print(", ".join(f"{name} {100 * share:.1f}%" for name, share in table.items()) +
               f" ({ranks} rank{'s' if ranks != 1 else ''}, {steps} steps)")

@@ -127,7 +127,7 @@ run_ranks 2 train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,
   || fail "trace-shares: $(cat "$WORK/shares.err")"
 "$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/res" > "$WORK/shares.txt" 2>&1 || fail "trace-shares (text) exited $?"
 "$PYTHON" - "$WORK/res/trace" "$WORK/shares.json" "$WORK/shares.txt" <<'PY' \
-  && pass "inner layers: their own spans with their kinds, none for a ReLU done inside BatchNorm; trace-shares: kinds and the rest add up to 100%" \
+  && pass "inner layers: their own spans with their kinds, none for a ReLU done inside BatchNorm; trace-shares: kinds and the rest add up to 100%, the mean traced step" \
   || fail "residual trace or trace-shares"
 import glob, json, re, sys
 # layers.1.body.2 (ReLU) runs inside the BatchNorm before it: no span of its own.
@@ -151,6 +151,13 @@ for path in sorted(glob.glob(sys.argv[1] + "/job-*-rank-*.json")):
 result = json.load(open(sys.argv[2]))
 shares = result["shares"]
 assert result["ranks"] == 2 and result["steps"] == 3, result
+# step_ms: the slowest rank's mean traced step (bench.sh's steady-state share of the peak).
+means = []
+for path in sorted(glob.glob(sys.argv[1] + "/job-*-rank-*.json")):
+    steps = [e["dur"] for e in json.load(open(path))["traceEvents"]
+             if e["ph"] == "X" and e["tid"] == 0 and re.fullmatch(r"step \d+", e["name"])]
+    means.append(sum(steps) / len(steps) / 1e3)
+assert len(means) == 2 and abs(result["step_ms"] - max(means)) <= 1e-6 * max(means), (result, means)
 assert abs(sum(shares.values()) - 1) < 1e-9 and all(v >= 0 for v in shares.values()), shares
 for kind in ("Conv2d", "BatchNorm2d", "ReLU", "Residual", "Linear", "optimizer", "loss", "other"):
     assert shares.get(kind, 0) > 0, (kind, shares)
