@@ -210,10 +210,11 @@ void describe(Schema& s, Config& c) {
   s.add("data.features", &c.data.features, "features dataset name in each shard");
   s.add("data.labels", &c.data.labels, "labels dataset name in each shard");
   s.add("data.task", &c.data.task, "{}");
-  s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread", between(1, 1000));
+  s.add("data.prefetch", &c.data.prefetch, "batches read ahead by the loader thread (not used when reading inline)",
+        between(1, 1000));
   s.add("data.loader", &c.data.loader,
         "{}: where batches are read (auto: on a loader thread when the rank trains on a GPU or may run on more "
-        "CPUs than train.threads, else inline in the training thread at the start of each step)");
+        "CPUs than its BLAS threads, else inline, in the training thread when a step needs the batch)");
   s.add("data.context", &c.data.context,
         "token shards (mpiddp shard --format bytes|llmc): a sample is a window of context + 1 consecutive tokens "
         "(input: the first context, targets: the last); 0 = row shards (features, labels)",

@@ -103,7 +103,7 @@ std::vector<hsize_t> dims_of(hid_t dataset) {
 // all ones, and adding one to that exponent then carries into the sign bit. Plain
 // integer operations vectorise, so on Fashion-MNIST as float32 the check adds
 // about 60 ns to a 784-feature row's copy (docs/data.md).
-// Row copies run on the loader thread once per sample, beside the two ranks' own
+// Row copies run where batches are read (the loader thread, or inline) once per sample, beside the ranks' own
 // work on the same cores: built per instruction set so they take little of it.
 MPIDDP_VECTOR_CLONES bool copy_all_finite(float* dst, const void* src, std::size_t n) {
   const auto* bytes = static_cast<const unsigned char*>(src);
@@ -390,7 +390,7 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
     read_mapped(indices, out);
     return;
   }
-  h5::silence_errors();  // this runs on the loader thread
+  h5::silence_errors();  // per thread: this may run on the loader thread
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
 
   // Read every distinct row once, in file order, then scatter into batch order.

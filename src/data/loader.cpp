@@ -66,10 +66,17 @@ std::optional<Batch> BatchLoader::next() {
     wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   if (!thread_.joinable()) {
-    Batch batch = read_batch(consumed_);
-    ++consumed_;
-    count_wait();
-    return batch;
+    // Like the thread, a failed read stays failed: every later call gets the same error.
+    if (error_) std::rethrow_exception(error_);
+    try {
+      Batch batch = read_batch(consumed_);
+      ++consumed_;
+      count_wait();
+      return batch;
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
   }
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return !ready_.empty() || error_; });

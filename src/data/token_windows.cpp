@@ -63,7 +63,7 @@ void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, st
   const std::size_t n = indices.size(), t = static_cast<std::size_t>(context_);
   out.features.resize(n, t);
   out.class_ids.resize(n * t);
-  h5::silence_errors();  // this runs on the loader thread
+  h5::silence_errors();  // per thread: this may run on the loader thread
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   for (std::size_t p = 0; p < n; ++p) {
     const std::int64_t index = indices[p];

@@ -99,13 +99,19 @@ TrainingSession::TrainingSession(const Config& config_, ProcessGroup& group, con
       root(group.world().rank() == 0),
       classification(config_.data.task == DataTask::classification),
       checkpoints(config_.run.dir + "/checkpoints", config_.checkpoint.keep, config_.checkpoint.keep_every_epochs) {
+  // Read before anything below could pin the calling thread (a BLAS or OpenMP runtime binding it).
+  const int cpus = usable_cpus();
   check_same_settings(comm, config, resume);
   blas_threads = blas_threads_for(config.train, group.local_size());
   cpu::set_blas_threads(blas_threads);
   agree_or_fail(comm, [&] { cpu::use_gemm_library(config.train.cpu_kernels); });
   open_data(group.local_size());
   compute = setup_compute(config, group);
-  loader = place_loader(config.data.loader, !compute.device->is_host(), blas_threads, usable_cpus());
+  loader = place_loader(config.data.loader, !compute.device->is_host(), blas_threads, cpus);
+  // Each rank decides from its own binding: the banner says how many read on a thread.
+  double on_thread = loader.background ? 1.0 : 0.0;
+  comm.allreduce_sum(&on_thread, 1);
+  ranks_with_loader_thread = static_cast<int>(on_thread);
   build_model();
   restore(resume);
   plan = plan_steps(config, train_data->size(), comm.size());
@@ -359,7 +365,8 @@ void TrainingSession::print_banner() const {
   }
   if (!compute.device->is_host()) std::printf("rank 0 device: %s\n", compute.device->describe().c_str());
   std::printf("train data: %s\n", train_data->describe().c_str());
-  std::printf("batches read %s\n", loader.reason.c_str());
+  std::printf("batches read %s on rank 0; %d of %d rank(s) read on a loader thread\n", loader.reason.c_str(),
+              ranks_with_loader_thread, comm.size());
   if (test_data) std::printf("test data: %s\n", test_data->describe().c_str());
   std::printf("model: %zu parameters, input %s\n%s", model->parameters().total(),
               shape_text(model->input_shape()).c_str(), model->describe().c_str());

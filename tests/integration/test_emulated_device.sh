@@ -43,9 +43,16 @@ rc=0
 run split 2 --debug.emulate_device true --train.share_device true --debug.fail_rank 1 --debug.fail_step 77 \
   --debug.fail_mode signal || rc=$?
 [ "$rc" -eq 75 ] && pass "stop signal on the emulated GPU: exit 75" || fail "stop signal: exit $rc"
-run split 2 --debug.emulate_device true --train.share_device true --resume auto || fail "resume: exit $?"
+# Resumed with batches read inline, next to the emulated GPU's prefetch and staging
+# slots (auto reads on a thread there): the choice may change on a resume, never the bits.
+run split 2 --debug.emulate_device true --train.share_device true --resume auto --data.loader inline \
+  || fail "resume: exit $?"
+grep -q "batches read on a loader thread (auto: the rank trains on a GPU) on rank 0; 2 of 2" "$WORK/emu2.log" \
+  && grep -q "batches read inline, in the training thread (data.loader = inline) on rank 0; 0 of 2" "$WORK/split.log" \
+  && pass "the emulated GPU reads on a loader thread by default, inline when told" \
+  || fail "banner: $(grep -h "batches read" "$WORK/emu2.log" "$WORK/split.log")"
 same_parameters "$(latest_checkpoint "$WORK/cpu2")" "$(latest_checkpoint "$WORK/split")" \
-  && pass "stop + resume on the emulated GPU ends bit-identical to the uninterrupted CPU run" \
+  && pass "stop + resume (inline reads) on the emulated GPU ends bit-identical to the uninterrupted CPU run" \
   || fail "resumed emulated run differs"
 
 # Two ranks on one (emulated) GPU need train.share_device, and never NCCL.

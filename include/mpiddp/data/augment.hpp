@@ -1,6 +1,6 @@
 #pragma once
 // Random image transforms of training samples (data.augment), applied in place
-// to a batch's rows on the loader thread. Every random decision is a hash of
+// to a batch's rows where it is read (data.loader). Every random decision is a hash of
 // (train.seed, epoch, global sample index, step position): no generator state,
 // so a run repeats bit-exactly, a resume mid-epoch continues bit-exactly, and
 // neither the world size nor the batch size changes what a sample becomes.

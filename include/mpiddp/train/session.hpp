@@ -53,6 +53,7 @@ class TrainingSession {
   const bool classification;
   int blas_threads = 1;
   LoaderPlacementChoice loader;  // data.loader, resolved for this rank
+  int ranks_with_loader_thread = 0;  // of all ranks (the banner)
   std::optional<ShardedDataset> train_data, test_data;
   std::optional<Augmenter> augmenter;  // data.augment of the training samples; empty: none
   std::size_t outputs = 0;  // classes, or regression targets
