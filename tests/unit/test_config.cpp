@@ -81,6 +81,7 @@ void check_choice_key(const std::string& key, Field field) {
 
 TEST_CASE("enum-valued keys round-trip and name the allowed values", "[config]") {
   check_choice_key<DataTask>("data.task", [](const Config& c) { return c.data.task; });
+  check_choice_key<LoaderPlacement>("data.loader", [](const Config& c) { return c.data.loader; });
   check_choice_key<ActivationKind>("model.activation", [](const Config& c) { return c.model.activation; });
   check_choice_key<DeviceChoice>("train.device", [](const Config& c) { return c.train.device; });
   check_choice_key<NonfinitePolicy>("train.nonfinite", [](const Config& c) { return c.train.nonfinite; });
