@@ -1,6 +1,6 @@
 // The CUDA LayerNorm family against the CPU's: forward values and saved
 // statistics, the parameter and input gradients (accumulating too), rows wider
-// and narrower than a warp, a large mean, and bit-for-bit repeats. Part of
+// and narrower than a warp, a large mean, many rows, and bit-for-bit repeats. Part of
 // gpu_tests (skipped with exit 77 where no GPU is usable).
 #include <catch2/catch.hpp>
 #include <vector>
@@ -16,7 +16,9 @@ TEST_CASE("GPU layer normalisation matches the CPU's, and repeats bit for bit", 
     int rows, d;
     float offset;  // a large mean: the centred squares must keep the variance
   };
-  for (const Case k : {Case{5, 7, 0.0f}, Case{33, 64, 0.0f}, Case{8, 768, 100.0f}, Case{1, 1, 0.5f}}) {
+  // 1000 rows x 300: several chunks of the parameter gradients' rows, the last one short, two blocks of columns.
+  for (const Case k : {Case{5, 7, 0.0f}, Case{33, 64, 0.0f}, Case{8, 768, 100.0f}, Case{1, 1, 0.5f},
+                       Case{1000, 300, 1.0f}}) {
     LayerNormGeometry g;
     g.rows = k.rows;
     g.d = k.d;

@@ -17,13 +17,14 @@ class CudaLayerNormOps final : public LayerNormOps {
   }
   void backward(const float* x, const float* dy, const float* weight, const float* saved, float* dx, float* dweight,
                 float* dbias, bool accumulate, const LayerNormGeometry& g) override {
-    layernorm_backward_params(x, dy, saved, dweight, dbias, accumulate, g, stream());
+    layernorm_backward_params(x, dy, saved, dweight, dbias, accumulate, g, partials_, stream());
     if (dx) layernorm_backward_input(x, dy, weight, saved, dx, g, stream());
   }
 
  private:
   cudaStream_t stream() const { return device_.compute_stream(); }
   CudaDevice& device_;
+  Scratch<double> partials_;  // the parameter gradients' per-chunk sums
 };
 
 std::unique_ptr<LayerNormOps> make_cuda_layernorm_ops(Device& device) {

@@ -1,8 +1,14 @@
 // Layer normalisation on the GPU. Forward and the input gradient give one row
 // to one warp: each lane sums a fixed stride of the row's columns in double, and
 // a fixed butterfly joins the lanes (cuda/warp_reduce.cuh). The parameter
-// gradients give one column to one thread, which sums the rows in order. No
-// floating-point atomics anywhere, so results repeat bit for bit.
+// gradients sum the rows in two passes: each chunk of kRowsPerChunk rows gets
+// its partial sums, one thread per column adding the chunk's rows in order, then
+// one thread per column adds the chunks' partials in order. The chunks are fixed
+// (not the GPU's size), and there are no floating-point atomics anywhere, so
+// results repeat bit for bit on any GPU. (One pass, one thread per column, left
+// the GPU nearly idle: 3 blocks for D = 768, 1.9 ms per LayerNorm of GPT-2.)
+#include <algorithm>
+
 #include "cuda/check.hpp"
 #include "cuda/launch.cuh"
 #include "cuda/warp_reduce.cuh"
@@ -51,15 +57,33 @@ __global__ void backward_input_kernel(const float* x, const float* dy, const flo
     dx[at + j] = ew::layernorm_grad(dy[at + j] * weight[j], (x[at + j] - mean) * rstd, rstd, mean_g, mean_g_xhat);
 }
 
-__global__ void backward_params_kernel(const float* x, const float* dy, const float* saved, float* dweight,
-                                       float* dbias, bool accumulate, LayerNormGeometry g) {
-  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+constexpr int kRowsPerChunk = 64;
+
+// Block (x, y): columns x * kThreads.., rows of chunk y. Partials, double: [chunk][column] for dweight, then dbias.
+__global__ void params_partials_kernel(const float* x, const float* dy, const float* saved, double* partials,
+                                       LayerNormGeometry g) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x), chunk = static_cast<int>(blockIdx.y);
   if (j >= g.d) return;
+  const int end = min(g.rows, (chunk + 1) * kRowsPerChunk);
   double sum_dw = 0.0, sum_db = 0.0;
-  for (int r = 0; r < g.rows; ++r) {
+  for (int r = chunk * kRowsPerChunk; r < end; ++r) {
     const std::size_t at = static_cast<std::size_t>(r) * g.d + j;
     sum_dw += static_cast<double>(dy[at]) * ((x[at] - saved[r]) * saved[static_cast<std::size_t>(g.rows) + r]);
     sum_db += dy[at];
+  }
+  const std::size_t chunks = gridDim.y;
+  partials[static_cast<std::size_t>(chunk) * g.d + j] = sum_dw;
+  partials[(chunks + chunk) * g.d + j] = sum_db;
+}
+
+__global__ void params_total_kernel(const double* partials, int chunks, float* dweight, float* dbias, bool accumulate,
+                                    int d) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= d) return;
+  double sum_dw = 0.0, sum_db = 0.0;
+  for (int c = 0; c < chunks; ++c) {
+    sum_dw += partials[static_cast<std::size_t>(c) * d + j];
+    sum_db += partials[static_cast<std::size_t>(chunks + c) * d + j];
   }
   dweight[j] = (accumulate ? dweight[j] : 0.0f) + static_cast<float>(sum_dw);
   dbias[j] = (accumulate ? dbias[j] : 0.0f) + static_cast<float>(sum_db);
@@ -84,11 +108,16 @@ void layernorm_backward_input(const float* x, const float* dy, const float* weig
 }
 
 void layernorm_backward_params(const float* x, const float* dy, const float* saved, float* dweight, float* dbias,
-                               bool accumulate, const LayerNormGeometry& g, cudaStream_t s) {
+                               bool accumulate, const LayerNormGeometry& g, Scratch<double>& partials,
+                               cudaStream_t s) {
   if (g.d <= 0) return;
-  // One thread per column, every column (no cap on the blocks, unlike blocks_for).
-  const unsigned blocks = static_cast<unsigned>((static_cast<std::size_t>(g.d) + kThreads - 1) / kThreads);
-  backward_params_kernel<<<blocks, kThreads, 0, s>>>(x, dy, saved, dweight, dbias, accumulate, g);
+  // Every column and every chunk (no cap on the blocks, unlike blocks_for); no rows: zero partials.
+  const unsigned column_blocks = static_cast<unsigned>((static_cast<std::size_t>(g.d) + kThreads - 1) / kThreads);
+  const int chunks = std::max(1, (g.rows + kRowsPerChunk - 1) / kRowsPerChunk);
+  double* sums = partials.get(2 * static_cast<std::size_t>(chunks) * g.d);
+  params_partials_kernel<<<dim3(column_blocks, static_cast<unsigned>(chunks)), kThreads, 0, s>>>(x, dy, saved, sums,
+                                                                                                  g);
+  params_total_kernel<<<column_blocks, kThreads, 0, s>>>(sums, chunks, dweight, dbias, accumulate, g.d);
   check_launch("layernorm_backward_params");
 }
 
