@@ -16,7 +16,7 @@ class CudaEmbeddingOps final : public EmbeddingOps {
   }
   void scatter_add(const float* ids, const float* dy, float* dtable, bool accumulate,
                    const EmbeddingGeometry& g) override {
-    embedding_scatter_add(ids, dy, dtable, accumulate, g, stream());
+    embedding_scatter_add(ids, dy, dtable, accumulate, g, sort_scratch_, stream());
   }
   void add_positions(const float* x, const float* table, float* y, const PositionGeometry& g) override {
     embedding_add_positions(x, table, y, g, stream());
@@ -28,6 +28,7 @@ class CudaEmbeddingOps final : public EmbeddingOps {
  private:
   cudaStream_t stream() const { return device_.compute_stream(); }
   CudaDevice& device_;
+  TokenSortScratch sort_scratch_;
 };
 
 std::unique_ptr<EmbeddingOps> make_cuda_embedding_ops(Device& device) {
