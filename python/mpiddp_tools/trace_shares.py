@@ -1,6 +1,6 @@
 """Where the traced steps' time goes: a share per layer kind, and the rest.
 
-usage: scripts/trace-shares RUN_DIR [--job TAG] [--json]
+usage: scripts/trace-shares RUN_DIR [--job TAG] [--device] [--json]
 
 Reads one job's per-rank traces (train.trace_steps; the newest job unless --job)
 and splits the time of its traced steps ("step N" spans) on the host track by
@@ -15,6 +15,10 @@ counts its own time less that of the spans nested in it, so the shares add up to
   Conv2d 48.1%, BatchNorm2d 17.9%, ReLU 6.2%, ... (2 ranks, 20 steps)
 --json prints {"shares": {...}, "ranks": R, "steps": S, "step_ms": M} instead (M: the mean
 traced step of the slowest rank, in milliseconds).
+--device splits the GPU's time instead: the spans of the track "device (compute stream)", when
+the compute stream reached each span's start and end (a GPU run's trace has them). A device span
+is named as its host span and takes that span's kind; a step's time that no span of it covers
+(the GPU waiting for the host) counts as "other".
 """
 import argparse
 import json
@@ -30,12 +34,17 @@ DATA = {"data wait", "stage batch", "prefetch"}
 OWN = {"loss", "optimizer"}
 
 
-def category(span):
-    """What a span's own time counts as."""
+HOST_TRACK, DEVICE_TRACK = 0, 1  # tids: the host's spans, the GPU compute stream's (kTraceDeviceTrack)
+
+
+def category(span, kinds):
+    """What a span's own time counts as; KINDS: the layer kind of each span name (the host spans' args.kind)."""
     args = span.get("args")
     if isinstance(args, dict) and isinstance(args.get("kind"), str):
         return args["kind"]
     name = span["name"]
+    if name in kinds:
+        return kinds[name]
     if name in COMMUNICATION:
         return "all-reduce wait"
     if name in DATA:
@@ -43,15 +52,23 @@ def category(span):
     return name if name in OWN else "other"
 
 
-def rank_times(trace):
-    """({category: nanoseconds of own time inside traced steps}, step nanoseconds, steps) of one rank."""
+def span_kinds(trace):
+    """{span name: layer kind} from the host track's layer spans."""
+    return {e["name"]: e["args"]["kind"] for e in trace["traceEvents"]
+            if e.get("ph") == "X" and e.get("tid") == HOST_TRACK and isinstance(e.get("args"), dict)
+            and isinstance(e["args"].get("kind"), str)}
+
+
+def rank_times(trace, track=HOST_TRACK):
+    """({category: nanoseconds of own time inside traced steps}, step nanoseconds, steps) of one rank's TRACK."""
+    kinds = span_kinds(trace)
     # Nesting is decided on whole nanoseconds (the tracer's unit; the file's microseconds carry them as
     # fractions), so rounding cannot put a span that starts where another ends inside it. A parent comes
     # before a child that starts with it: the larger first, and at equal extent the later in the file
     # (spans are written as they close, children first).
     spans = []
     for order, e in enumerate(trace["traceEvents"]):
-        if e["ph"] == "X" and e.get("tid") == 0 and "dur" in e:
+        if e["ph"] == "X" and e.get("tid") == track and "dur" in e:
             start = round(e["ts"] * 1000)
             spans.append(dict(e, ts=start, dur=round(e["dur"] * 1000), order=order))
     spans.sort(key=lambda e: (e["ts"], -e["dur"], -e["order"]))
@@ -60,7 +77,7 @@ def rank_times(trace):
     def close(entry):
         span, own, in_step = entry
         if in_step and not re.fullmatch(r"step \d+", span["name"]):
-            times[category(span)] = times.get(category(span), 0.0) + own
+            times[category(span, kinds)] = times.get(category(span, kinds), 0.0) + own
     for span in spans:
         while stack and span["ts"] >= stack[-1][0]["ts"] + stack[-1][0]["dur"]:
             close(stack.pop())
@@ -81,15 +98,17 @@ def rank_times(trace):
     return times, step_time, steps
 
 
-def shares(run_dir, job=None):
+def shares(run_dir, job=None, track=HOST_TRACK):
     """({category: share of the traced steps' time}, ranks, steps per rank, mean step in ms of the slowest rank)."""
     trace_dir = os.path.join(run_dir, "trace")
     jobs = find_jobs(trace_dir)
     tag = choose_job(jobs, job, trace_dir)
     total, per_rank_steps, step_ms = {}, [], 0.0
     for _, path in jobs[tag]:
-        times, step_time, steps = rank_times(load(path))
+        times, step_time, steps = rank_times(load(path), track)
         if steps == 0 or step_time <= 0:
+            if track == DEVICE_TRACK:
+                die(f"{path}: no traced step on the device track (a trace of a GPU run has one)")
             die(f"{path}: no traced step (set train.trace_steps and train for more than train.trace_after steps)")
         for name, t in times.items():
             total[name] = total.get(name, 0.0) + t / step_time / len(jobs[tag])
@@ -103,9 +122,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="trace-shares", description="Share of the traced steps' time per layer kind.")
     parser.add_argument("run_dir")
     parser.add_argument("--job", help="the job to read (the job-... prefix of its files; default: the newest)")
+    parser.add_argument("--device", action="store_true", help="the GPU compute stream's time, not the host's")
     parser.add_argument("--json", action="store_true", help="JSON for scripts")
     args = parser.parse_args(argv)
-    table, ranks, steps, step_ms = shares(args.run_dir, args.job)
+    table, ranks, steps, step_ms = shares(args.run_dir, args.job, DEVICE_TRACK if args.device else HOST_TRACK)
     if args.json:
         print(json.dumps({"shares": table, "ranks": ranks, "steps": steps, "step_ms": step_ms}))
     else:

@@ -170,6 +170,35 @@ PY
   || { grep -q "^trace-shares: error: no trace files" "$WORK/shares-off.log" && pass "trace-shares refuses a run without traces" \
        || fail "trace-shares error: $(cat "$WORK/shares-off.log")"; }
 
+# trace-shares --device: the GPU track's spans take their host spans' kinds; the stream's idle time in a step is
+# "other". A GPU run's trace cannot be made here, so this one is written by hand: on the device the step lasts
+# 200 us, the Linear 100, the loss 20, nothing 80.
+mkdir -p "$WORK/gpu/trace"
+"$PYTHON" - "$WORK/gpu/trace/job-20260101T000000Z-1-rank-0.json" <<'PY'
+import json, sys
+def span(name, tid, ts, dur, kind=None):
+    e = {"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": ts, "dur": dur}
+    if kind:
+        e["args"] = {"kind": kind}
+    return e
+events = [span("step 4", 0, 0.0, 100.0), span("forward layer 0", 0, 10.0, 10.0, "Linear"), span("loss", 0, 20.0, 10.0),
+          span("step 4", 1, 5.0, 200.0), span("forward layer 0", 1, 55.0, 100.0), span("loss", 1, 155.0, 20.0)]
+json.dump({"traceEvents": events, "otherData": {"clock_sync_us": 0}}, open(sys.argv[1], "w"))
+PY
+"$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/gpu" --device --json > "$WORK/gpu-shares.json" 2>&1 \
+  && "$PYTHON" -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+want = {"Linear": 0.5, "other": 0.4, "loss": 0.1}
+assert r["shares"].keys() == want.keys() and all(abs(r["shares"][k] - v) < 1e-9 for k, v in want.items()), r
+assert abs(r["step_ms"] - 0.2) < 1e-9 and r["steps"] == 1, r' "$WORK/gpu-shares.json" \
+  && pass "trace-shares --device: the GPU track's time by its host spans' kinds, the stream's idle time as other" \
+  || fail "trace-shares --device: $(cat "$WORK/gpu-shares.json")"
+"$MPIDDP_SOURCE_DIR/scripts/trace-shares" "$WORK/on" --device > "$WORK/on-device.log" 2>&1 \
+  && fail "trace-shares --device on a CPU run's trace succeeded" \
+  || { grep -q "no traced step on the device track" "$WORK/on-device.log" \
+         && pass "trace-shares --device refuses a CPU run's trace (no device track)" \
+         || fail "trace-shares --device on a CPU trace: $(cat "$WORK/on-device.log")"; }
+
 # train.trace_after moves the window: steps 5 and 6 of 8 (counted from 0), nothing else.
 run_ranks 2 train "$WORK/trace.ini" --train.trace_steps 2 --train.trace_after 5 --run.dir "$WORK/after" \
   > "$WORK/after.log" 2>&1 || fail "run with train.trace_after exited $?"
