@@ -20,6 +20,13 @@ reason:
                             loss must fall (cuDNN convolutions; bf16 convolves with TF32 math for now)
   big_cnn_tf32              bench mlp --layers: a VGG-style CNN on 3x64x64, batch 256: samples/s and TFLOP/s
                             The CNN rows SKIP, with the reason, when this process finds no cuDNN.
+  gpt2_124m_bf16            GPT-2 124M (tied head, T 1024, batch 8, 30 steps) on synthetic llm.c tokens, bf16:
+                            tokens/s (whole run, and the steady rate of its last 10 steps) and MFU (6 N + 6 L T D
+                            FLOPs per token); steps 21-25 are traced, and the GPU's time per layer kind
+                            (trace-shares --device) goes into its log beside the trace itself
+  gpt2_124m_torch           the same model, batch and steps in PyTorch (scripts/bench_torch_gpt.py: nanoGPT's model,
+                            flash attention, autocast bf16, fused AdamW; eager), and mpiddp's steady rate over it
+  gpt_kjv_bf16              inputs/kjv_gpt.ini, one epoch in bf16: tokens/s and test loss
   gpu_training              tests/integration/gpu_test_training.sh (loss curve vs the CPU, accuracy, resume)
   sanitizer_memcheck, sanitizer_racecheck
                             a short training under compute-sanitizer (SKIP when it is missing or refuses the GPU;
@@ -30,6 +37,9 @@ the table names the one mpiddp opened.
 Binaries: GPU_BUNDLE (gpu-bundle.tar.xz from scripts/gpu-bundle.sh, or an unpacked bundle folder; by default
 ./gpu-bundle.tar.xz when present), else BUILD_DIR (default build). Only mpiddp, its tests and the bundled
 Open MPI see the bundle's libraries (wrappers; python3 and other tools keep the host's).
+GPU_CHECK_ONLY=PART,... runs only those parts, in the usual order (a later call's focus, when device time is
+short): tests, bench, fmnist, zero, cnn, gpt2, kjv, training, sanitizers; the Fashion-MNIST shards are prepared
+for any part that needs them. An unknown part stops the check at once (exit 2).
 Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 390 s: the whole check
 then ends within about 400 s, one call of the device tool under 7 minutes); about 5 minutes on an H200 are
 expected. A step that the budget does not leave time to start, or that is stopped because the budget ran out
@@ -204,6 +214,18 @@ def gpt_detail(summary_path, blocks, context, width, peak):
         return tokens_s > 0, text
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return False, None
+
+
+def last_logged_rate(log, unit, pattern=None):
+    """The last rate a log printed: "N tokens/s" on mpiddp's progress lines ("epoch ... step ..."), or PATTERN's
+    number; 0.0 when there is none."""
+    rate = 0.0
+    for line in lines_of(log):
+        found = (re.search(pattern, line) if pattern else
+                 re.search(rf"^epoch .* step .* ([\d.]+) {re.escape(unit)}", line))
+        if found:
+            rate = float(found.group(1))
+    return rate
 
 
 def write_llmc_shard(path, tokens, vocab, seed):
@@ -500,25 +522,40 @@ class GpuCheck(Check):
             self.die(f"GPU_CHECK_BUDGET_S={budget}: not a whole number of seconds")
         self.src, self.scratch, self.background = src, scratch, background
         self.dry = bool(os.environ.get("GPU_CHECK_DRY_RUN"))
+        self.one_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        self.peak = ""  # the measured bf16 matmul peak (TFLOP/s text), once the bench part has run
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                           OMPI_MCA_rmaps_base_oversubscribe="1")
 
     def run(self):
+        only = self.parts_asked()
         os.makedirs(os.path.join(self.scratch, "bin"))
         self.binaries()
         self.machine()
         self.add(f"\n{'STEP':<22} {'':<4} {'SEC':>5}  RESULT")
-        self.gpu_tests()
-        self.benchmarks()
-        self.fashion_mnist()
-        self.zero_row()
+        for part, step in self.parts():
+            if only is None or part in only:
+                step()
+        return self.finish()
+
+    def parts(self):
+        """The check's parts in their order, as GPU_CHECK_ONLY names them."""
+        return [("tests", self.gpu_tests), ("bench", self.benchmarks), ("fmnist", self.fashion_mnist),
+                ("zero", self.zero_row), ("cnn", self.cnn_rows), ("gpt2", self.gpt2_rows), ("kjv", self.kjv_row),
+                ("training", self.gpu_training), ("sanitizers", self.sanitizers)]
+
+    def parts_asked(self):
+        """The set GPU_CHECK_ONLY names (None: every part); an unknown name stops the check."""
+        asked = [word.strip() for word in os.environ.get("GPU_CHECK_ONLY", "").split(",") if word.strip()]
+        known = [part for part, _ in self.parts()]
+        unknown = [word for word in asked if word not in known]
+        if unknown:
+            self.stop(f"GPU_CHECK_ONLY: unknown part(s) {', '.join(unknown)} (known: {', '.join(known)})", 2)
+        return set(asked) if asked else None
+
+    def cnn_rows(self):
         self.cnn("cnn_fmnist_fp32", "fp32")
         self.cnn("cnn_fmnist_bf16", self.bf16)
-        self.gpt2_row()
-        self.kjv_row()
-        self.gpu_training()
-        self.sanitizers()
-        return self.finish()
 
     # ---- the binaries, and the libraries only they see ----
     def binaries(self):
@@ -720,14 +757,20 @@ class GpuCheck(Check):
             return self.row(name, "FAIL", f"not over {backend}: {detail}")
         self.row(name, "PASS", detail + (" (dry run: CPU, fp32)" if self.dry else ""))
 
-    def fashion_mnist(self):
+    def prepare_fmnist(self):
+        """The Fashion-MNIST shards, once, for the first part that needs them."""
+        if getattr(self, "fmnist_prepared", False):
+            return
+        self.fmnist_prepared = True
         self.run_step("prepare_fmnist", 120, [f"{self.src}/scripts/prepare-fmnist.sh", self.data, self.mpiddp],
                       {"FMNIST_DIR": self.fmnist_src})
         self.verdict("prepare_fmnist", f"shards in {self.secs} s")
+
+    def fashion_mnist(self):
+        self.prepare_fmnist()
         self.fmnist("fmnist_w1_nccl_fp32", 1, self.nccl)
         self.fmnist("fmnist_w1_nccl_tf32", 1, self.nccl, ["--train.precision", self.tf32])
         self.fmnist("fmnist_w1_nccl_bf16", 1, self.nccl, ["--train.precision", self.bf16])
-        self.one_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
         self.fmnist("fmnist_w2_shared_mpi", 2, "mpi", ["--train.share_device", "true"],
                     {"CUDA_VISIBLE_DEVICES": self.one_gpu})
 
@@ -744,6 +787,7 @@ class GpuCheck(Check):
         reserve = os.environ.get("ZERO_RANK_RESERVE_GIB") or str(ZERO_RESERVE_GIB)
         if self.dry:
             return self.skip(name, "dry run: needs a GPU (the sizing is from its free memory)")
+        self.prepare_fmnist()
         if not os.path.isdir(f"{self.data}/train"):
             return self.skip(name, NO_SHARDS)
         self.secs = 0
@@ -825,6 +869,7 @@ class GpuCheck(Check):
         """Its logged training loss must fall well below chance (ln 10 = 2.30) and end below where it started."""
         if self.no_cudnn:
             return self.skip(name, self.no_cudnn)
+        self.prepare_fmnist()
         if not os.path.isdir(f"{self.data}/train"):
             return self.skip(name, NO_SHARDS)
         steps = 40 if self.dry else 300
@@ -840,12 +885,20 @@ class GpuCheck(Check):
 
     # ---- the training tests (they skip without a GPU) ----
     # ---- transformers: GPT-2 124M on synthetic tokens, a byte GPT on the King James Bible ----
+    def gpt2_rows(self):
+        self.gpt2_row()
+        self.torch_gpt2_row()
+
+    def gpt2_geometry(self):
+        """(blocks, width, heads, context, vocabulary, batch, steps) of the GPT-2 rows (the dry run: a small GPT)."""
+        return (2, 64, 2, 64, 1000, 2, 6) if self.dry else (12, 768, 12, 1024, 50257, 8, 30)
+
     def gpt2_row(self):
         """GPT-2 124M (12 blocks, D 768, 12 heads, T 1024, vocabulary 50257, tied head), bf16, one GPU, on
-        synthetic llm.c tokens: tokens/s and MFU (the dry run: 2 small blocks on the CPU)."""
+        synthetic llm.c tokens: tokens/s and MFU (the dry run: 2 small blocks on the CPU). Steps 21-25 are traced;
+        the trace and the GPU's time per layer kind (trace-shares --device) go into the logs."""
         name = "gpt2_124m_bf16"
-        blocks, width, heads, context, vocab = (2, 64, 2, 64, 1000) if self.dry else (12, 768, 12, 1024, 50257)
-        batch, steps = (2, 6) if self.dry else (8, 30)
+        blocks, width, heads, context, vocab, batch, steps = self.gpt2_geometry()
         shards = os.path.join(self.scratch, "gpt2_tokens")
         os.makedirs(os.path.join(self.scratch, "gpt2_bin"), exist_ok=True)
         write_llmc_shard(os.path.join(self.scratch, "gpt2_bin", "synthetic_000.bin"),
@@ -859,12 +912,49 @@ class GpuCheck(Check):
                                   "--data.train", shards, "--data.test", "", "--data.context", str(context),
                                   "--model.layers", gpt_layers(blocks, width, heads).replace("V", str(vocab)),
                                   "--train.batch_size", str(batch), "--train.max_steps", str(steps),
-                                  "--train.log_every", "10", "--train.eval", "false", "--train.device", self.dev,
-                                  "--train.precision", self.bf16, "--run.dir", run_dir])
+                                  "--train.log_every", str(steps // 3), "--train.eval", "false",
+                                  "--train.trace_steps", "5", "--train.trace_after", str(max(1, steps - 10)),
+                                  "--train.device", self.dev, "--train.precision", self.bf16, "--run.dir", run_dir])
         if self.rc != 0:
             return self.verdict(name, "")
+        self.gpt2_steady = last_logged_rate(self.log(name), "tokens/s")
+        self.save_gpt2_trace(name, run_dir)
         ok, detail = gpt_detail(os.path.join(run_dir, "summary.json"), blocks, context, width, self.peak)
-        self.row(name, "PASS" if ok else "FAIL", detail or "no summary.json")
+        steady = f", steady {self.gpt2_steady:.0f} tokens/s (last {steps // 3} steps)" if self.gpt2_steady else ""
+        self.row(name, "PASS" if ok else "FAIL", (detail + steady) if detail else "no summary.json")
+
+    def save_gpt2_trace(self, name, run_dir):
+        """The run's trace files into the logs, and the GPU's (else the host's) time per layer kind into its log."""
+        for path in glob.glob(os.path.join(run_dir, "trace", "*.json")):
+            shutil.copy(path, os.path.join(self.logs, f"{name}-{os.path.basename(path)}"))
+        with open(self.log(name), "a") as f:
+            for flag in ([[]] if self.dry else [["--device"], []]):
+                f.write(f"trace-shares {' '.join(flag) or '(host)'}: ")
+                f.flush()
+                subprocess.call([sys.executable, os.path.join(self.src, "scripts", "trace-shares"), run_dir, *flag],
+                                stdout=f, stderr=subprocess.STDOUT)
+
+    def torch_gpt2_row(self):
+        """The GPT-2 row's model, batch and steps in PyTorch (scripts/bench_torch_gpt.py) on the same GPU, and
+        mpiddp's steady rate over PyTorch's (both after their first steps)."""
+        name = "gpt2_124m_torch"
+        if self.dry:
+            return self.skip(name, "dry run: needs a GPU (PyTorch on the CPU is bench.sh's comparison)")
+        blocks, width, heads, context, vocab, batch, steps = self.gpt2_geometry()
+        self.run_step(name, 120, ["python3", os.path.join(self.src, "scripts", "bench_torch_gpt.py"),
+                                  "--blocks", str(blocks), "--width", str(width), "--heads", str(heads),
+                                  "--context", str(context), "--vocab", str(vocab), "--batch", str(batch),
+                                  "--steps", str(steps), "--warmup", str(steps - steps // 3)],
+                      {"CUDA_VISIBLE_DEVICES": self.one_gpu})
+        if self.rc != 0:
+            return self.verdict(name, "")
+        rate = last_logged_rate(self.log(name), "tokens/s", r"torch gpt tokens/s ([\d.]+)")
+        if not rate:
+            return self.row(name, "FAIL", "no rate in its output")
+        ours = getattr(self, "gpt2_steady", 0.0)
+        ratio = f"; mpiddp's steady rate is {ours / rate:.2f}x" if ours else ""
+        self.row(name, "PASS", f"{rate:.0f} tokens/s (PyTorch {steps // 3} steps after {steps - steps // 3}, "
+                               f"flash attention, autocast bf16, eager){ratio}")
 
     def kjv_row(self):
         """inputs/kjv_gpt.ini on one GPU in bf16, one epoch (the dry run: 30 steps on the CPU): tokens/s, test loss.
@@ -919,6 +1009,7 @@ class GpuCheck(Check):
             if self.dry:
                 self.skip(name, f"dry run: needs a GPU ({sanitizer} found)")
                 continue
+            self.prepare_fmnist()
             if not os.path.isdir(f"{self.data}/train"):
                 self.skip(name, NO_SHARDS)
                 continue

@@ -23,6 +23,10 @@
 #    memory (the old 8 GiB, 27 GiB), no number, or a model over MPI's int counts is
 #    refused with the reason; the stage-1 peak is compared with stage 0's tracked 16
 #    bytes per parameter
+#  - the GPT-2 rows: the steady rate is the last progress line's (not the whole run's
+#    "done" line), PyTorch's by its own pattern; GPU_CHECK_ONLY selects parts (spaces
+#    and empty names ignored) and an unknown part stops the check with exit 2, naming
+#    it and the known parts
 # The checks print "ok: ..." or "FAIL: ..." lines; any FAIL line fails the test.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null || skip "needs python3"
@@ -239,6 +243,36 @@ for peak, want in [(12 * P + 50_000_000, True), (16 * P, False), (0, False)]:
     ok, text = g.zero_detail(path, P)
     check(ok == want and "stage 0's state alone would be 14.90" in text,
           f"stage 1's peak {peak / P:.2f} B/parameter is {'a PASS' if want else 'no PASS'}: {text}")
+
+# ---- the GPT-2 rows' steady rate, and GPU_CHECK_ONLY ----
+log = os.path.join(work, "rates.log")
+with open(log, "w") as f:
+    f.write("epoch 1/2 step 10/30 loss 9.1 lr 0.0002 38056 tokens/s ETA 0:04\n"
+            "checkpoint x (step 20, 2.8 MB, 0.007 s)\n"
+            "epoch 1/2 step 30/30 loss 8.2 lr 0.0006 61465.5 tokens/s ETA 0:00\n"
+            "done: 30 steps in 0:12, 50 samples/s, 51007 tokens/s\n"
+            "torch gpt tokens/s 207046 ms/step 39.57 steps 10\n")
+check(g.last_logged_rate(log, "tokens/s") == 61465.5, "the steady rate is the last progress line's, not done's")
+check(g.last_logged_rate(log, "tokens/s", r"torch gpt tokens/s ([\d.]+)") == 207046.0, "PyTorch's rate by its pattern")
+check(g.last_logged_rate(os.path.join(work, "none.log"), "tokens/s") == 0.0, "no log: no rate")
+parts_out = os.path.join(work, "parts")
+os.makedirs(os.path.join(parts_out, "logs"))
+p = g.GpuCheck(src, parts_out, work, [])
+for value, want in [("", None), ("gpt2, sanitizers", {"gpt2", "sanitizers"}), (" tests ,", {"tests"})]:
+    os.environ["GPU_CHECK_ONLY"] = value
+    check(p.parts_asked() == want, f"GPU_CHECK_ONLY={value!r} runs {want or 'every part'}")
+os.environ["GPU_CHECK_ONLY"] = "gpt2,gpt3"
+try:
+    p.parts_asked()
+    check(False, "an unknown part is refused")
+except SystemExit as e:
+    with open(p.table) as f:
+        said = f.read()
+    check(e.code == 2 and "unknown part(s) gpt3" in said and "known: tests, bench" in said,
+          f"an unknown part stops the check (exit {e.code}) naming it and the known ones")
+del os.environ["GPU_CHECK_ONLY"]
+check([name for name, _ in p.parts()] == ["tests", "bench", "fmnist", "zero", "cnn", "gpt2", "kjv", "training",
+                                           "sanitizers"], "the parts in their order")
 print("logic checks done")
 PY
 cat "$WORK/logic.log"
