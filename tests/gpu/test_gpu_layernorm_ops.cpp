@@ -57,5 +57,12 @@ TEST_CASE("GPU layer normalisation matches the CPU's, and repeats bit for bit", 
     const auto first = gy.host();
     dev.forward(gx.data, gy.data, gw.data, gb.data, 1e-5f, gsaved.data, g);
     CHECK(gy.host() == first);
+    const auto first_dx = gdx.host();
+    dev.backward(gx.data, gdy.data, gw.data, gsaved_cpu.data, gdx.data, gdw.data, gdb.data, false, g);
+    const auto first_dw = gdw.host(), first_db = gdb.host();
+    dev.backward(gx.data, gdy.data, gw.data, gsaved_cpu.data, gdx.data, gdw.data, gdb.data, false, g);
+    CHECK(gdx.host() == first_dx);
+    CHECK(gdw.host() == first_dw);
+    CHECK(gdb.host() == first_db);
   }
 }

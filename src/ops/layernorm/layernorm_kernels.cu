@@ -59,19 +59,20 @@ __global__ void backward_input_kernel(const float* x, const float* dy, const flo
 
 constexpr int kRowsPerChunk = 64;
 
-// Block (x, y): columns x * kThreads.., rows of chunk y. Partials, double: [chunk][column] for dweight, then dbias.
+// Block (x, y): the rows of chunk x, columns y * kThreads.. (chunks on x: a grid's y is capped at 65535, its x is
+// not). Partials, double: [chunk][column] for dweight, then dbias.
 __global__ void params_partials_kernel(const float* x, const float* dy, const float* saved, double* partials,
                                        LayerNormGeometry g) {
-  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x), chunk = static_cast<int>(blockIdx.y);
+  const int j = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x), chunk = static_cast<int>(blockIdx.x);
   if (j >= g.d) return;
-  const int end = min(g.rows, (chunk + 1) * kRowsPerChunk);
+  const long long end = min(static_cast<long long>(g.rows), (chunk + 1LL) * kRowsPerChunk);
   double sum_dw = 0.0, sum_db = 0.0;
-  for (int r = chunk * kRowsPerChunk; r < end; ++r) {
+  for (long long r = chunk * static_cast<long long>(kRowsPerChunk); r < end; ++r) {
     const std::size_t at = static_cast<std::size_t>(r) * g.d + j;
     sum_dw += static_cast<double>(dy[at]) * ((x[at] - saved[r]) * saved[static_cast<std::size_t>(g.rows) + r]);
     sum_db += dy[at];
   }
-  const std::size_t chunks = gridDim.y;
+  const std::size_t chunks = gridDim.x;
   partials[static_cast<std::size_t>(chunk) * g.d + j] = sum_dw;
   partials[(chunks + chunk) * g.d + j] = sum_db;
 }
@@ -113,9 +114,9 @@ void layernorm_backward_params(const float* x, const float* dy, const float* sav
   if (g.d <= 0) return;
   // Every column and every chunk (no cap on the blocks, unlike blocks_for); no rows: zero partials.
   const unsigned column_blocks = static_cast<unsigned>((static_cast<std::size_t>(g.d) + kThreads - 1) / kThreads);
-  const int chunks = std::max(1, (g.rows + kRowsPerChunk - 1) / kRowsPerChunk);
+  const int chunks = static_cast<int>(std::max(1LL, (static_cast<long long>(g.rows) + kRowsPerChunk - 1) / kRowsPerChunk));
   double* sums = partials.get(2 * static_cast<std::size_t>(chunks) * g.d);
-  params_partials_kernel<<<dim3(column_blocks, static_cast<unsigned>(chunks)), kThreads, 0, s>>>(x, dy, saved, sums,
+  params_partials_kernel<<<dim3(static_cast<unsigned>(chunks), column_blocks), kThreads, 0, s>>>(x, dy, saved, sums,
                                                                                                   g);
   params_total_kernel<<<column_blocks, kThreads, 0, s>>>(sums, chunks, dweight, dbias, accumulate, g.d);
   check_launch("layernorm_backward_params");
