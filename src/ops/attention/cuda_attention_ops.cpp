@@ -2,8 +2,9 @@
 // heads (strided views of qkv, no copies), and the causal softmax kernels of
 // attention_kernels.cu, all on the device's compute stream. Data stays fp32;
 // the products use TF32 tensor cores when the run's precision is tf32 or bf16
-// (fp32 runs keep full fp32 products), since in fp32 they took over a third of a
-// GPT-2 step on an H200.
+// (fp32 runs keep full fp32 products). tf32 runs got them from the handle's math
+// mode already; bf16 runs did not, and their plain fp32 products took over a
+// third of a GPT-2 step on an H200.
 #include <cmath>
 
 #include "attention_kernels.hpp"
