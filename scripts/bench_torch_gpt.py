@@ -6,9 +6,9 @@ usage: bench_torch_gpt.py [--blocks 12 --width 768 --heads 12 --context 1024 --v
                           [--batch 8 --steps 30 --warmup 10 --device cuda --precision bf16|fp32 --compile]
 The model is nanoGPT's: token and position embeddings, pre-LayerNorm blocks whose attention is
 F.scaled_dot_product_attention(is_causal=True) (flash attention on a GPU), a tanh GELU, a head tied to the
-token embedding; AdamW (fused on a GPU); bf16 under autocast with TF32 matrix products otherwise, as nanoGPT
-sets them. One process, no DDP wrapper (one GPU: nothing to all-reduce). Steps after --warmup are timed.
-prints one line: "torch gpt tokens/s X ms/step M steps S (device D, precision P, compile C)"
+token embedding; AdamW (fused on a GPU); bf16 under autocast, with TF32 for the products autocast leaves in
+fp32, as nanoGPT sets them (fp32: plain fp32 products, like mpiddp's fp32). One process, no DDP wrapper (one GPU: nothing to all-reduce). Steps after --warmup are timed.
+prints one line: "torch gpt tokens/s X ms/step M steps S (device D, precision P, compile C, loss L)"
 """
 import argparse
 import math
@@ -86,12 +86,12 @@ def main():
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (slow to start)")
     args = parser.parse_args()
-    if args.steps <= args.warmup:
-        parser.error("--steps must exceed --warmup")
+    if not 0 <= args.warmup < args.steps:
+        parser.error("--warmup must be at least 0 and below --steps")
     torch.manual_seed(args.seed)
     cuda = args.device.startswith("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "bf16"
+    torch.backends.cudnn.allow_tf32 = args.precision == "bf16"
     model = Gpt(args).to(args.device)
     step_model = torch.compile(model) if args.compile else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, **({"fused": True} if cuda else {}))

@@ -22,7 +22,7 @@ reason:
                             The CNN rows SKIP, with the reason, when this process finds no cuDNN.
   gpt2_124m_bf16            GPT-2 124M (tied head, T 1024, batch 8, 30 steps) on synthetic llm.c tokens, bf16:
                             tokens/s (whole run, and the steady rate of its last 10 steps) and MFU (6 N + 6 L T D
-                            FLOPs per token); steps 21-25 are traced, and the GPU's time per layer kind
+                            FLOPs per token); steps 11-15 are traced, and the GPU's time per layer kind
                             (trace-shares --device) goes into its log beside the trace itself
   gpt2_124m_torch           the same model, batch and steps in PyTorch (scripts/bench_torch_gpt.py: nanoGPT's model,
                             flash attention, autocast bf16, fused AdamW; eager), and mpiddp's steady rate over it
@@ -41,8 +41,9 @@ GPU_CHECK_ONLY=PART,... runs only those parts, in the usual order (a later call'
 short): tests, bench, fmnist, zero, cnn, gpt2, kjv, training, sanitizers; the Fashion-MNIST shards are prepared
 for any part that needs them. An unknown part stops the check at once (exit 2).
 Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 390 s: the whole check
-then ends within about 400 s, one call of the device tool under 7 minutes); about 5 minutes on an H200 are
-expected. A step that the budget does not leave time to start, or that is stopped because the budget ran out
+then ends within about 400 s, one call of the device tool under 7 minutes). On an H200 (2026-12-04) every step
+but the last fitted in 376 s; racecheck (70 s for 20 steps) was then cut by the budget, so it now trains 6 steps
+and the ZeRO row 2 (its 3 steps of a 1.5 G-parameter model took 64 s). A step that the budget does not leave time to start, or that is stopped because the budget ran out
 (not at its own limit), is a SKIP with that reason.
 Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 version) is missing; 77 when there is no usable GPU.
@@ -75,9 +76,10 @@ from .runs import read_records, read_summary
 # and the end (the logs packed, the scratch folder removed: a few seconds). 390 + ~10 < 420.
 # The per-step limits (GPU run) are hang guards, not a plan: gpu_ops 150, gpu_ddp_2ranks 120, matmul_bf16 60,
 # big_mlp_nccl 90, big_mlp_staged 90, small_mlp 60, big_cnn_tf32 90, prepare_fmnist 120, the four fmnist rows 4 x 120,
-# zero_w2_shared_bf16 120 + 180, the two cnn rows 2 x 120, gpu_training 240, the two sanitizer rows 2 x 120: 2280 s
-# in all, nearly 6 budgets, and each alone below the budget. What is expected to fit is the steps' real durations
-# (about 5 minutes on an H200, not measured end to end yet); a row the budget cuts short or never reaches is a SKIP
+# zero_w2_shared_bf16 120 + 180, the two cnn rows 2 x 120, gpt2 60 + 180 + 120 (PyTorch), kjv 2 x 60 + 240,
+# gpu_training 240, the two sanitizer rows 2 x 120: 2940 s in all, and each alone below the budget. What is expected
+# to fit is the steps' real durations (376 s for all but racecheck on an H200, 2026-12-04, before the PyTorch row:
+# about 20 s more, and racecheck and ZeRO were shortened by about 70 s); a row the budget cuts short or never reaches is a SKIP
 # with the reason, never a FAIL, and the check still ends in time.
 DEFAULT_BUDGET_S = 390
 KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is killed this much later
@@ -339,8 +341,8 @@ STAGE0_BYTES = 4 + 4 + 8 + 2                # 18
 STAGE1_BYTES = 4 + 4 + 8 // ZERO_RANKS + 2  # 14
 # What each rank holds besides, the same at both stages: the CUDA context (~0.5 GiB), the modules mpiddp loads
 # eagerly (it sets CUDA_MODULE_LOADING=EAGER: cuBLAS, cuBLASLt, NCCL and its own kernels), cuBLAS's workspace, the
-# activations, the batch slots and the allocator's rounding. Not measured on a GPU yet: 3 GiB per rank is reserved
-# (ZERO_RANK_RESERVE_GIB changes it).
+# activations, the batch slots and the allocator's rounding. 3 GiB per rank is reserved (ZERO_RANK_RESERVE_GIB
+# changes it); on an H200 (2026-12-04) the row passed with it: stage 1 peaked at 16.9 GiB per rank of mpiddp's own.
 ZERO_RESERVE_GIB = 3
 # What the ballast leaves free (ZERO_FREE_GIB). The sizing below needs more than 9 reserves (27 GiB); 48 GiB gives
 # 2.6 GiB of margin each way and an MLP of about 1.5 G parameters (hidden ~38,500: one layer's weights stay below
@@ -840,7 +842,7 @@ class GpuCheck(Check):
         params, hidden = sizing.params, sizing.hidden
         common = ["inputs/fmnist_mlp.ini", "--data.train", f"{self.data}/train", "--train.device", "cuda",
                   "--dist.backend", "mpi", "--train.share_device", "true", "--train.precision", "bf16",
-                  "--optim.name", "adamw", "--train.max_steps", "3", "--train.eval", "false",
+                  "--optim.name", "adamw", "--train.max_steps", "2", "--train.eval", "false",
                   "--checkpoint.every_epochs", "0", "--model.hidden", f"{hidden},{hidden}"]
         train = [self.mpirun, "-n", "2", self.mpiddp, "train", *common]
         on_gpu = {"CUDA_VISIBLE_DEVICES": gpu}
@@ -895,7 +897,8 @@ class GpuCheck(Check):
 
     def gpt2_row(self):
         """GPT-2 124M (12 blocks, D 768, 12 heads, T 1024, vocabulary 50257, tied head), bf16, one GPU, on
-        synthetic llm.c tokens: tokens/s and MFU (the dry run: 2 small blocks on the CPU). Steps 21-25 are traced;
+        synthetic llm.c tokens: tokens/s and MFU (the dry run: 2 small blocks on the CPU). Steps 11-15 are traced
+        (not in the steady window of the last 10 steps: tracing records events and writes its file at its end);
         the trace and the GPU's time per layer kind (trace-shares --device) go into the logs."""
         name = "gpt2_124m_bf16"
         blocks, width, heads, context, vocab, batch, steps = self.gpt2_geometry()
@@ -913,7 +916,7 @@ class GpuCheck(Check):
                                   "--model.layers", gpt_layers(blocks, width, heads).replace("V", str(vocab)),
                                   "--train.batch_size", str(batch), "--train.max_steps", str(steps),
                                   "--train.log_every", str(steps // 3), "--train.eval", "false",
-                                  "--train.trace_steps", "5", "--train.trace_after", str(max(1, steps - 10)),
+                                  "--train.trace_steps", "5", "--train.trace_after", str(max(1, steps - 20)),
                                   "--train.device", self.dev, "--train.precision", self.bf16, "--run.dir", run_dir])
         if self.rc != 0:
             return self.verdict(name, "")
@@ -940,6 +943,16 @@ class GpuCheck(Check):
         name = "gpt2_124m_torch"
         if self.dry:
             return self.skip(name, "dry run: needs a GPU (PyTorch on the CPU is bench.sh's comparison)")
+        with open(self.log(name), "w") as f:
+            try:
+                usable = subprocess.call(["python3", "-c", "import torch; assert torch.cuda.is_available()"],
+                                         stdout=f, stderr=subprocess.STDOUT) == 0
+            except OSError as e:
+                f.write(f"python3: {e.strerror}\n")
+                usable = False
+        if not usable:
+            lines = lines_of(self.log(name))
+            return self.skip(name, f"no PyTorch with CUDA: {lines[-1][:100] if lines else 'python3 said nothing'}")
         blocks, width, heads, context, vocab, batch, steps = self.gpt2_geometry()
         self.run_step(name, 120, ["python3", os.path.join(self.src, "scripts", "bench_torch_gpt.py"),
                                   "--blocks", str(blocks), "--width", str(width), "--heads", str(heads),
@@ -1020,7 +1033,7 @@ class GpuCheck(Check):
                                       "--print-limit", "20", self.mpiddp, "train", "inputs/fmnist_mlp.ini",
                                       "--data.train", f"{self.data}/train", "--data.test", f"{self.data}/test",
                                       "--run.dir", os.path.join(self.scratch, name), "--train.device", "cuda",
-                                      "--dist.backend", "mpi", "--train.max_steps", "20"])
+                                      "--dist.backend", "mpi", "--train.max_steps", "6"])
             self.sanitizer_row(name)
 
     # ---- the table, last ----

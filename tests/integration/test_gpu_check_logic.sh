@@ -26,7 +26,7 @@
 #  - the GPT-2 rows: the steady rate is the last progress line's (not the whole run's
 #    "done" line), PyTorch's by its own pattern; GPU_CHECK_ONLY selects parts (spaces
 #    and empty names ignored) and an unknown part stops the check with exit 2, naming
-#    it and the known parts
+#    it and the known parts; the PyTorch row without PyTorch's CUDA is a SKIP saying why
 # The checks print "ok: ..." or "FAIL: ..." lines; any FAIL line fails the test.
 source "$(dirname "$0")/lib.sh"
 [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null || skip "needs python3"
@@ -273,6 +273,19 @@ except SystemExit as e:
 del os.environ["GPU_CHECK_ONLY"]
 check([name for name, _ in p.parts()] == ["tests", "bench", "fmnist", "zero", "cnn", "gpt2", "kjv", "training",
                                            "sanitizers"], "the parts in their order")
+# The PyTorch row without PyTorch's CUDA (a python3 on PATH that cannot import torch) is a SKIP saying why.
+stub = os.path.join(work, "stub-bin")
+os.makedirs(stub)
+with open(os.path.join(stub, "python3"), "w") as f:
+    f.write("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+os.chmod(os.path.join(stub, "python3"), 0o755)
+saved_path, os.environ["PATH"] = os.environ["PATH"], stub + os.pathsep + os.environ["PATH"]
+p.failed = 0
+p.torch_gpt2_row()
+os.environ["PATH"] = saved_path
+row = last_row(p)
+check(row.split()[:2] == ["gpt2_124m_torch", "SKIP"] and "no PyTorch with CUDA" in row and "No module named" in row
+      and not p.failed, f"no PyTorch with CUDA: the PyTorch row is a SKIP with the reason: {row}")
 print("logic checks done")
 PY
 cat "$WORK/logic.log"
