@@ -114,7 +114,8 @@ void layernorm_backward_params(const float* x, const float* dy, const float* sav
   if (g.d <= 0) return;
   // Every column and every chunk (no cap on the blocks, unlike blocks_for); no rows: zero partials.
   const unsigned column_blocks = static_cast<unsigned>((static_cast<std::size_t>(g.d) + kThreads - 1) / kThreads);
-  const int chunks = static_cast<int>(std::max(1LL, (static_cast<long long>(g.rows) + kRowsPerChunk - 1) / kRowsPerChunk));
+  const long long rows = g.rows;
+  const int chunks = static_cast<int>(std::max(1LL, (rows + kRowsPerChunk - 1) / kRowsPerChunk));
   double* sums = partials.get(2 * static_cast<std::size_t>(chunks) * g.d);
   params_partials_kernel<<<dim3(static_cast<unsigned>(chunks), column_blocks), kThreads, 0, s>>>(x, dy, saved, sums,
                                                                                                   g);
