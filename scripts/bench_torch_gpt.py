@@ -7,7 +7,8 @@ usage: bench_torch_gpt.py [--blocks 12 --width 768 --heads 12 --context 1024 --v
 The model is nanoGPT's: token and position embeddings, pre-LayerNorm blocks whose attention is
 F.scaled_dot_product_attention(is_causal=True) (flash attention on a GPU), a tanh GELU, a head tied to the
 token embedding; AdamW (fused on a GPU); bf16 under autocast, with TF32 for the products autocast leaves in
-fp32, as nanoGPT sets them (fp32: plain fp32 products, like mpiddp's fp32). One process, no DDP wrapper (one GPU: nothing to all-reduce). Steps after --warmup are timed.
+fp32, as nanoGPT sets them (fp32: plain fp32 products, like mpiddp's fp32). One process, no DDP wrapper (one
+GPU: nothing to all-reduce). Steps after --warmup are timed.
 prints one line: "torch gpt tokens/s X ms/step M steps S (device D, precision P, compile C, loss L)"
 """
 import argparse

@@ -43,8 +43,8 @@ for any part that needs them. An unknown part stops the check at once (exit 2).
 Time: every step runs under `timeout`, all of them within GPU_CHECK_BUDGET_S (default 390 s: the whole check
 then ends within about 400 s, one call of the device tool under 7 minutes). On an H200 (2026-12-04) every step
 but the last fitted in 376 s; racecheck (70 s for 20 steps) was then cut by the budget, so it now trains 6 steps
-and the ZeRO row 2 (its 3 steps of a 1.5 G-parameter model took 64 s). A step that the budget does not leave time to start, or that is stopped because the budget ran out
-(not at its own limit), is a SKIP with that reason.
+and the ZeRO row 2 (its 3 steps of a 1.5 G-parameter model took 64 s). A step that the budget does not leave
+time to start, or that is stopped because the budget ran out (not at its own limit), is a SKIP with that reason.
 Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a required CUDA library (or
 version) is missing; 77 when there is no usable GPU.
 GPU_CHECK_DRY_RUN=1 checks the runner itself on a machine without a GPU (CI does, with the system's MPI,
@@ -79,8 +79,8 @@ from .runs import read_records, read_summary
 # zero_w2_shared_bf16 120 + 180, the two cnn rows 2 x 120, gpt2 60 + 180 + 120 (PyTorch), kjv 2 x 60 + 240,
 # gpu_training 240, the two sanitizer rows 2 x 120: 2940 s in all, and each alone below the budget. What is expected
 # to fit is the steps' real durations (376 s for all but racecheck on an H200, 2026-12-04, before the PyTorch row:
-# about 20 s more, and racecheck and ZeRO were shortened by about 70 s); a row the budget cuts short or never reaches is a SKIP
-# with the reason, never a FAIL, and the check still ends in time.
+# about 20 s more, and racecheck and ZeRO were shortened by about 70 s); a row the budget cuts short or never
+# reaches is a SKIP with the reason, never a FAIL, and the check still ends in time.
 DEFAULT_BUDGET_S = 390
 KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is killed this much later
 MIN_STEP_S = 15    # a step with less than this left of the budget is not started
