@@ -218,6 +218,23 @@ def gpt_detail(summary_path, blocks, context, width, peak):
         return False, None
 
 
+def torch_cuda_usable(log):
+    """Whether python3 on PATH imports PyTorch and sees a GPU; what it said goes into LOG (written afresh)."""
+    with open(log, "w") as f:
+        try:
+            return subprocess.call(["python3", "-c", "import torch; assert torch.cuda.is_available()"],
+                                   stdout=f, stderr=subprocess.STDOUT) == 0
+        except OSError as e:
+            f.write(f"python3: {e.strerror}\n")
+            return False
+
+
+def last_line(log):
+    """A log's last line, cut to 100 characters ("" for none)."""
+    lines = lines_of(log)
+    return lines[-1][:100] if lines else ""
+
+
 def last_logged_rate(log, unit, pattern=None):
     """The last rate a log printed: "N tokens/s" on mpiddp's progress lines ("epoch ... step ..."), or PATTERN's
     number; 0.0 when there is none."""
@@ -526,6 +543,8 @@ class GpuCheck(Check):
         self.dry = bool(os.environ.get("GPU_CHECK_DRY_RUN"))
         self.one_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
         self.peak = ""  # the measured bf16 matmul peak (TFLOP/s text), once the bench part has run
+        self.fmnist_prepared = False  # the Fashion-MNIST shards were asked for (prepare_fmnist runs once)
+        self.gpt2_steady = 0.0  # the GPT-2 row's steady tokens/s, for the PyTorch row's ratio
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                           OMPI_MCA_rmaps_base_oversubscribe="1")
 
@@ -761,7 +780,7 @@ class GpuCheck(Check):
 
     def prepare_fmnist(self):
         """The Fashion-MNIST shards, once, for the first part that needs them."""
-        if getattr(self, "fmnist_prepared", False):
+        if self.fmnist_prepared:
             return
         self.fmnist_prepared = True
         self.run_step("prepare_fmnist", 120, [f"{self.src}/scripts/prepare-fmnist.sh", self.data, self.mpiddp],
@@ -796,19 +815,8 @@ class GpuCheck(Check):
         if self.left() < MIN_STEP_S:
             return self.skip(name, BUDGET_SPENT)
         ballast_log = self.log(f"{name}-ballast")
-
-        def last_ballast_line():
-            lines = lines_of(ballast_log)
-            return lines[-1][:100] if lines else ""
-        with open(ballast_log, "w") as f:
-            try:
-                usable = subprocess.call(["python3", "-c", "import torch; assert torch.cuda.is_available()"],
-                                         stdout=f, stderr=subprocess.STDOUT) == 0
-            except OSError as e:
-                f.write(f"python3: {e.strerror}\n")
-                usable = False
-        if not usable:
-            return self.row(name, "SKIP", f"no PyTorch with CUDA for the ballast: {last_ballast_line()}")
+        if not torch_cuda_usable(ballast_log):
+            return self.row(name, "SKIP", f"no PyTorch with CUDA for the ballast: {last_line(ballast_log)}")
         gpu, ready = self.one_gpu, os.path.join(self.scratch, "ballast.ready")
         with open(ballast_log, "a") as f:
             ballast = subprocess.Popen(["python3", "-c", BALLAST, keep, ready], stdout=f, stderr=subprocess.STDOUT,
@@ -832,7 +840,7 @@ class GpuCheck(Check):
             stop_ballast()
             if self.left() < MIN_STEP_S:
                 return self.row(name, "SKIP", f"{BUDGET_SPENT} (waiting for the ballast)")
-            return self.row(name, "SKIP", f"the ballast did not start: {last_ballast_line()}")
+            return self.row(name, "SKIP", f"the ballast did not start: {last_line(ballast_log)}")
         free_mib = output(["nvidia-smi", f"--id={gpu}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
         free_mib = free_mib.split("\n")[0]
         sizing, why = zero_sizing(free_mib, reserve)
@@ -943,16 +951,8 @@ class GpuCheck(Check):
         name = "gpt2_124m_torch"
         if self.dry:
             return self.skip(name, "dry run: needs a GPU (PyTorch on the CPU is bench.sh's comparison)")
-        with open(self.log(name), "w") as f:
-            try:
-                usable = subprocess.call(["python3", "-c", "import torch; assert torch.cuda.is_available()"],
-                                         stdout=f, stderr=subprocess.STDOUT) == 0
-            except OSError as e:
-                f.write(f"python3: {e.strerror}\n")
-                usable = False
-        if not usable:
-            lines = lines_of(self.log(name))
-            return self.skip(name, f"no PyTorch with CUDA: {lines[-1][:100] if lines else 'python3 said nothing'}")
+        if not torch_cuda_usable(self.log(name)):
+            return self.skip(name, f"no PyTorch with CUDA: {last_line(self.log(name)) or 'python3 said nothing'}")
         blocks, width, heads, context, vocab, batch, steps = self.gpt2_geometry()
         self.run_step(name, 120, ["python3", os.path.join(self.src, "scripts", "bench_torch_gpt.py"),
                                   "--blocks", str(blocks), "--width", str(width), "--heads", str(heads),
@@ -964,8 +964,7 @@ class GpuCheck(Check):
         rate = last_logged_rate(self.log(name), "tokens/s", r"torch gpt tokens/s ([\d.]+)")
         if not rate:
             return self.row(name, "FAIL", "no rate in its output")
-        ours = getattr(self, "gpt2_steady", 0.0)
-        ratio = f"; mpiddp's steady rate is {ours / rate:.2f}x" if ours else ""
+        ratio = f"; mpiddp's steady rate is {self.gpt2_steady / rate:.2f}x" if self.gpt2_steady else ""
         self.row(name, "PASS", f"{rate:.0f} tokens/s (PyTorch {steps // 3} steps after {steps - steps // 3}, "
                                f"flash attention, autocast bf16, eager){ratio}")
 
