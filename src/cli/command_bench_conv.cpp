@@ -1,5 +1,5 @@
-// `mpiddp bench conv`: the CPU convolution (im2col + OpenBLAS) on one layer's
-// shapes, each of its three products timed alone. scripts/bench-conv.sh puts it
+// `mpiddp bench conv`: the CPU convolution (the library of --kernels, or
+// mpiddp's own kernels) on one layer's shapes, each of its three products timed alone. scripts/bench-conv.sh puts it
 // next to oneDNN's convolution (as PyTorch calls it) on the same shapes.
 #include <boost/program_options.hpp>
 #include <algorithm>
@@ -70,7 +70,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
       ("stride", po::value(&g.stride)->default_value(g.stride), "stride")
       ("padding", po::value(&g.padding)->default_value(g.padding), "padding")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
-      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn or openblas (train.cpu_kernels)")
+      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn, openblas or own (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time per product");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
@@ -89,7 +89,11 @@ int command_bench_conv(const std::vector<std::string>& args) {
                      " GiB; at most 16 GiB");
   cpu::set_blas_threads(threads);
   // The input-file parser checks the name.
-  cpu::use_gemm_library(load_config("", {"--data.train", "x", "--train.cpu_kernels", kernels}).train.cpu_kernels);
+  const CpuKernels choice =
+      load_config("", {"--data.train", "x", "--train.cpu_kernels", kernels}).train.cpu_kernels;
+  cpu::use_gemm_library(choice);
+  const cpu::LibraryScope layer_choice(choice);  // own is a layer's choice
+  const CpuKernels method = choice == CpuKernels::own ? choice : cpu::gemm_library();
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();
@@ -115,7 +119,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
   const double flops = 2.0 * static_cast<double>(out) * g.c * g.kh * g.kw;
   char shape[200];
   std::snprintf(shape, sizeof(shape), "conv %s batch %d in %dx%dx%d out %d kernel %d stride %d padding %d threads %d",
-                cpu::convolution_method(cpu::gemm_library()), g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding,
+                cpu::convolution_method(method), g.n, g.c, g.h, g.w, g.out_c, g.kh, g.stride, g.padding,
                 threads);
   bench::print_line(std::string(shape) + " forward", forward, flops, wrong, checked);
   bench::print_line(std::string(shape) + " weight-grad", weight_grad, flops, wrong, checked);

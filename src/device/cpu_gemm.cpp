@@ -20,7 +20,9 @@ thread_local CpuKernels scoped = CpuKernels::automatic;
 }  // namespace
 
 void use_gemm_library(CpuKernels choice) {
-  if (choice == CpuKernels::automatic || choice == CpuKernels::tune) choice = automatic_library();
+  // own is a layer's choice (LibraryScope); the process's products run on auto's library.
+  if (choice == CpuKernels::automatic || choice == CpuKernels::tune || choice == CpuKernels::own)
+    choice = automatic_library();
   if (choice == CpuKernels::onednn && !onednn::linked())
     throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
                      "Spack: +onednn); use auto or openblas");
@@ -30,13 +32,20 @@ void use_gemm_library(CpuKernels choice) {
 CpuKernels gemm_library() { return active; }
 
 LibraryScope::LibraryScope(CpuKernels choice) : outer_(scoped) {
-  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas) scoped = choice;
+  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas || choice == CpuKernels::own) scoped = choice;
 }
 LibraryScope::~LibraryScope() { scoped = outer_; }
 
 CpuKernels library_in_effect() { return scoped == CpuKernels::automatic ? active : scoped; }
-bool onednn_convolutions() { return library_in_effect() == CpuKernels::onednn; }
+// Under own, what the layer's own kernels do not cover runs on the process's library.
+CpuKernels library_for_products() {
+  const CpuKernels library = library_in_effect();
+  return library == CpuKernels::own ? active : library;
+}
+bool own_kernels() { return library_in_effect() == CpuKernels::own; }
+bool onednn_convolutions() { return library_for_products() == CpuKernels::onednn; }
 const char* convolution_method(CpuKernels library) {
+  if (library == CpuKernels::own) return "own thin-convolution kernels";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }
@@ -45,7 +54,7 @@ std::string onednn_version() { return onednn::version(); }
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
-  if (library_in_effect() == CpuKernels::onednn) {
+  if (library_for_products() == CpuKernels::onednn) {
     onednn::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mpiddp/nn/layers.hpp"
+#include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
 
@@ -90,6 +91,8 @@ ConvGeometry Conv2d::geometry(std::size_t samples) const {
   g.padding = padding_;
   return g;
 }
+
+bool Conv2d::own_kernels_suit(int threads) const { return cpu::thin_conv::suits(geometry(1), threads); }
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const ConvGeometry g = geometry(x.rows());

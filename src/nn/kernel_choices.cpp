@@ -7,6 +7,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
 namespace {
@@ -14,6 +15,7 @@ namespace {
 std::optional<CpuKernels> library_named(const std::string& name) {
   if (name == "onednn") return CpuKernels::onednn;
   if (name == "openblas") return CpuKernels::openblas;
+  if (name == "own") return CpuKernels::own;
   return std::nullopt;
 }
 
@@ -46,7 +48,7 @@ std::optional<ParsedChoices> parse(const std::string& text) {
   }
   ParsedChoices parsed;
   const auto process = library_named(parts[0]);
-  if (!process) return std::nullopt;
+  if (!process || *process == CpuKernels::own) return std::nullopt;  // own is a layer's
   parsed.process = *process;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t eq = parts[i].find('=');
@@ -64,7 +66,8 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
   std::string text = name_of(library);
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     const CpuKernels own = layer.cpu_kernels();
-    if (own == CpuKernels::onednn || own == CpuKernels::openblas) text += ";" + name + "=" + name_of(own);
+    if (own == CpuKernels::onednn || own == CpuKernels::openblas || own == CpuKernels::own)
+      text += ";" + name + "=" + name_of(own);
   });
   return text;
 }
@@ -74,10 +77,11 @@ bool valid_kernel_choices(const std::string& text) { return parse(text).has_valu
 bool kernel_choices_available(const std::string& text) {
   const auto parsed = parse(text);
   if (!parsed) return false;
-  if (cpu::onednn_linked()) return true;
-  if (parsed->process == CpuKernels::onednn) return false;
-  for (const auto& [name, library] : parsed->layers)
-    if (library == CpuKernels::onednn) return false;
+  if (parsed->process == CpuKernels::onednn && !cpu::onednn_linked()) return false;
+  for (const auto& [name, library] : parsed->layers) {
+    if (library == CpuKernels::onednn && !cpu::onednn_linked()) return false;
+    if (library == CpuKernels::own && !cpu::thin_conv::available()) return false;
+  }
   return true;
 }
 
@@ -94,6 +98,9 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
     if (!layer.has_own_products())
       throw InputError(source + ": CPU kernel choice for " + name + ", a " + layer.kind() +
                        " without matrix products of its own (a checkpoint of another model?)");
+    if (it->second == CpuKernels::own && !layer.has_own_kernels())
+      throw InputError(source + ": CPU kernel choice own for " + name + ", a " + layer.kind() +
+                       " for which mpiddp has no kernels of its own (a checkpoint of another model?)");
     layer.set_cpu_kernels(it->second);
     parsed->layers.erase(it);
   });
@@ -101,6 +108,25 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
     throw InputError(source + ": CPU kernel choice for " + parsed->layers.begin()->first +
                      ", a layer this model does not have (a checkpoint of another model?)");
   return parsed->process;
+}
+
+void give_own_kernels(Sequential& model, CpuKernels setting, int threads) {
+  if (setting == CpuKernels::own && !cpu::thin_conv::available())
+    throw InputError("train.cpu_kernels = own: mpiddp's own kernels need an x86-64 CPU with AVX2 and FMA; "
+                     "use auto");
+  const bool every = setting == CpuKernels::own;
+  if (!every && setting != CpuKernels::automatic && setting != CpuKernels::tune) return;
+  model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (every ? layer.has_own_kernels() : layer.own_kernels_suit(threads)) layer.set_cpu_kernels(CpuKernels::own);
+  });
+}
+
+std::string own_kernel_layers(Sequential& model) {
+  std::string names;
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    if (layer.cpu_kernels() == CpuKernels::own) names += (names.empty() ? "" : ", ") + name;
+  });
+  return names;
 }
 
 }  // namespace mpiddp

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
 namespace {
@@ -73,16 +75,31 @@ bool takes_model_input(const std::string& name) {
 
 }  // namespace
 
-std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples) {
+std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads) {
   std::vector<TunedLayer> tuned;
   if (!cpu::onednn_linked() || !model.device().is_host() || samples == 0) return tuned;
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape& in) {
     if (!layer.has_own_products()) return;
     TunedLayer t{name, layer.kind()};
     const bool input_grad = !takes_model_input(name);
-    t.onednn_ms = time_layer(layer, in, samples, input_grad, CpuKernels::onednn, model.parameters());
-    t.openblas_ms = time_layer(layer, in, samples, input_grad, CpuKernels::openblas, model.parameters());
-    t.chosen = t.openblas_ms * kSwitchMargin < t.onednn_ms ? CpuKernels::openblas : CpuKernels::onednn;
+    const auto time_on = [&](CpuKernels library) {
+      return time_layer(layer, in, samples, input_grad, library, model.parameters());
+    };
+    t.onednn_ms = time_on(CpuKernels::onednn);
+    t.openblas_ms = time_on(CpuKernels::openblas);
+    const bool own = layer.has_own_kernels() && cpu::thin_conv::available();
+    if (own) t.own_ms = time_on(CpuKernels::own);
+    // The default, then whichever beats the best so far by the margin.
+    const bool own_default = own && layer.own_kernels_suit(threads);
+    t.chosen = own_default ? CpuKernels::own : CpuKernels::onednn;
+    double best = own_default ? t.own_ms : t.onednn_ms;
+    for (const auto& [library, ms] : {std::pair{CpuKernels::onednn, t.onednn_ms},
+                                      std::pair{CpuKernels::openblas, t.openblas_ms},
+                                      std::pair{CpuKernels::own, t.own_ms}})
+      if (ms >= 0 && library != t.chosen && ms * kSwitchMargin < best) {
+        t.chosen = library;
+        best = ms;
+      }
     layer.set_cpu_kernels(t.chosen);
     tuned.push_back(t);
   });
@@ -91,11 +108,13 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples)
 
 std::string describe_tuning(const std::vector<TunedLayer>& tuned) {
   std::string text = "CPU kernels timed per layer (train.cpu_kernels = tune; ms for one batch forward and backward, "
-                     "oneDNN / OpenBLAS):\n";
+                     "oneDNN / OpenBLAS [/ own]):\n";
   for (const TunedLayer& t : tuned) {
     char line[256];
-    std::snprintf(line, sizeof(line), "  %-24s %-8s %-9s (%.3f / %.3f)\n", t.name.c_str(), t.kind.c_str(),
-                  name_of(t.chosen), t.onednn_ms, t.openblas_ms);
+    char own[40] = "";
+    if (t.own_ms >= 0) std::snprintf(own, sizeof(own), " / %.3f", t.own_ms);
+    std::snprintf(line, sizeof(line), "  %-24s %-8s %-9s (%.3f / %.3f%s)\n", t.name.c_str(), t.kind.c_str(),
+                  name_of(t.chosen), t.onednn_ms, t.openblas_ms, own);
     text += line;
   }
   return text;

@@ -12,6 +12,7 @@
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/kernel_choices.hpp"
+#include "ops/conv/thin_conv.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/elastic.hpp"
 #include "mpiddp/train/kernel_tuning.hpp"
@@ -76,7 +77,8 @@ std::string keep_trained_kernels(const Config& config, const std::string& traine
     return "";
   }
   return "this run trained with CPU kernels " + trained + " and continues with " + current +
-         (available ? " (train.cpu_kernels)" : " (this mpiddp was built without oneDNN)") +
+         (available ? " (train.cpu_kernels)"
+                    : " (this mpiddp was built without oneDNN, or this CPU cannot run mpiddp's own kernels)") +
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
 
@@ -228,6 +230,10 @@ void TrainingSession::build_model() {
   reducer->set_zero_stage(config.ddp.zero_stage);
   agree_or_fail(comm, [&] { reducer->synchronize_parameters(); });
   optimizer = make_optimizer(config.optim, compute.device);
+  // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
+  // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
+  if (compute.device->kind() != DeviceKind::cuda)
+    agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads); });
 }
 
 // One sample's shape: model.input_shape, else the shards' sample_shape attribute.
@@ -313,14 +319,16 @@ void TrainingSession::restore(const std::string& resume) {
 // train.cpu_kernels = tune: every rank times its layers (as they will run, side
 // by side), and rank 0's choices go to all, so the ranks compute alike.
 void TrainingSession::tune_kernels() {
-  agree_or_fail(comm, [&] { tuned = tune_cpu_kernels(*model, static_cast<std::size_t>(config.train.batch_size)); });
-  std::vector<std::uint8_t> openblas(tuned.size());
-  for (std::size_t i = 0; i < tuned.size(); ++i) openblas[i] = tuned[i].chosen == CpuKernels::openblas ? 1 : 0;
-  if (!openblas.empty()) comm.broadcast(openblas.data(), openblas.size(), 0);
+  agree_or_fail(comm, [&] {
+    tuned = tune_cpu_kernels(*model, static_cast<std::size_t>(config.train.batch_size), blas_threads);
+  });
+  std::vector<std::uint8_t> chosen(tuned.size());
+  for (std::size_t i = 0; i < tuned.size(); ++i) chosen[i] = static_cast<std::uint8_t>(tuned[i].chosen);
+  if (!chosen.empty()) comm.broadcast(chosen.data(), chosen.size(), 0);
   std::size_t next = 0;
   model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
-    if (!layer.has_own_products() || next >= openblas.size()) return;
-    tuned[next].chosen = openblas[next] ? CpuKernels::openblas : CpuKernels::onednn;
+    if (!layer.has_own_products() || next >= chosen.size()) return;
+    tuned[next].chosen = static_cast<CpuKernels>(chosen[next]);
     layer.set_cpu_kernels(tuned[next].chosen);
     ++next;
   });
@@ -351,6 +359,8 @@ void TrainingSession::print_banner() const {
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
               onednn ? cpu::onednn_version().c_str() : "", cpu::convolution_method(cpu::gemm_library()));
+  const std::string own = own_kernel_layers(*model);
+  if (!own.empty()) std::printf("CPU kernels of mpiddp's own (%s): %s\n", cpu::thin_conv::isa(), own.c_str());
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

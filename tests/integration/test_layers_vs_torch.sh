@@ -11,9 +11,11 @@ LAYER_CASES=${LAYER_CASES:-$(dirname "$MPIDDP")/tests/layer_cases}
 [ -x "$LAYER_CASES" ] || { fail "no layer_cases program at $LAYER_CASES (build the tests)"; finish; }
 
 # Every CPU kernel choice (train.cpu_kernels) this build has: OpenBLAS (im2col
-# convolutions), and oneDNN (its convolution primitives) where the binary links it.
+# convolutions), oneDNN (its convolution primitives) where the binary links it,
+# and mpiddp's own convolution kernels where the CPU has AVX2 and FMA.
 kernels=(openblas)
 grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && kernels+=(onednn)
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then kernels+=(own); fi
 for k in "${kernels[@]}"; do
   "$LAYER_CASES" "$WORK/cases-$k.h5" "$k" > "$WORK/cases-$k.log" 2>&1 && pass "$k: $(cat "$WORK/cases-$k.log")" \
     || { fail "layer_cases $k exited $?: $(cat "$WORK/cases-$k.log")"; continue; }

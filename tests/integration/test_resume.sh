@@ -157,17 +157,17 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")"; then
     --train.cpu_kernels tune)
   run_ranks 2 "${tune_run[@]}" --run.dir "$WORK/t-straight" > "$WORK/t1.log" 2>&1 || fail "tune run exited $?"
   for layer in "layers.0 *Conv2d" "layers.3.body.0 *Conv2d" "layers.5 *Linear" "layers.7 *Linear"; do
-    grep -Eq "^  $layer +(onednn|openblas) +\([0-9.]+ / [0-9.]+\)$" "$WORK/t1.log" \
+    grep -Eq "^  $layer +(onednn|openblas|own) +\([0-9.]+ / [0-9.]+( / [0-9.]+)?\)$" "$WORK/t1.log" \
       || fail "tune banner lacks $layer: $(sed -n '/timed per layer/,/^[^ ]/p' "$WORK/t1.log")"
   done
-  [ "$(grep -Ec '^  layers\.[0-9a-z.]+ +[A-Za-z0-9]+ +(onednn|openblas) +\(' "$WORK/t1.log")" = 4 ] && pass "tune times each Linear and Conv2d, nested ones too, and lists them" \
+  [ "$(grep -Ec '^  layers\.[0-9a-z.]+ +[A-Za-z0-9]+ +(onednn|openblas|own) +\(' "$WORK/t1.log")" = 4 ] && pass "tune times each Linear and Conv2d, nested ones too, and lists them" \
     || fail "tune banner: $(grep '^  layers' "$WORK/t1.log")"
   "$PYTHON" - "$(latest_checkpoint "$WORK/t-straight")" "$WORK/t1.log" <<'PY' \
     && pass "the checkpoint keeps the choice of each timed layer, as the banner printed it" || fail "tuned cpu_kernels attribute"
 import h5py, re, sys
 v = h5py.File(sys.argv[1], "r").attrs["cpu_kernels"]
 v = v.decode() if isinstance(v, bytes) else v
-printed = dict(re.findall(r"^  (layers\.[\w.]+) +\w+ +(onednn|openblas) ", open(sys.argv[2]).read(), re.M))
+printed = dict(re.findall(r"^  (layers\.[\w.]+) +\w+ +(onednn|openblas|own) ", open(sys.argv[2]).read(), re.M))
 parts = v.split(";")
 assert parts[0] == "onednn" and dict(p.split("=") for p in parts[1:]) == printed, (v, printed)
 PY
@@ -187,9 +187,33 @@ PY
   expect_error kernels-no-layer 2 "$WORK/t-bn.h5: CPU kernel choice for layers.9, a layer this model does not have" \
     "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
 fi
+# mpiddp's own kernels (x86-64 with AVX2 and FMA): auto gives them to the
+# 1-channel convolution; the checkpoint names them per layer, the banner lists
+# them, and a resume with auto takes them and ends bit-identical.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/o-straight" > "$WORK/o1.log" 2>&1 || fail "auto run exited $?"
+  grep -q "^CPU kernels of mpiddp's own (AVX[-0-9A-Z+]*): layers.0$" "$WORK/o1.log" \
+    && pass "auto runs the 1-channel convolution on mpiddp's own kernels, as the banner says" \
+    || fail "own kernels banner: $(grep -i kernels "$WORK/o1.log")"
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit((v.decode() if isinstance(v, bytes) else v).split(';')[1:] != ['layers.0=own'])" \
+    "$(latest_checkpoint "$WORK/o-straight")" && pass "the checkpoint names them for that layer" \
+    || fail "own cpu_kernels attribute"
+  mkdir -p "$WORK/o-split/checkpoints"
+  cp "$WORK/o-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/o-split/checkpoints/"
+  run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/o-split" --resume "$WORK/o-split/checkpoints/ckpt-step-000000003.h5" \
+    > "$WORK/o2.log" 2>&1 || fail "own resume exited $?"
+  ! grep -q "note: this run trained" "$WORK/o2.log" \
+    && same_parameters "$(latest_checkpoint "$WORK/o-straight")" "$(latest_checkpoint "$WORK/o-split")" \
+    && pass "a resume with auto takes them and ends bit-identical" || fail "own resume: $(grep -i kernels "$WORK/o2.log")"
+  cp "$WORK/o-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/o-linear.h5"
+  "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); a = f.attrs['cpu_kernels']; a = a.decode() if isinstance(a, bytes) else a; f.attrs['cpu_kernels'] = numpy.bytes_(a.split(';')[0] + ';layers.5=own')" "$WORK/o-linear.h5"
+  expect_error kernels-own-linear 2 "$WORK/o-linear.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels of its own" \
+    "${kernels_run[@]}" --run.dir "$WORK/o-linear" --resume "$WORK/o-linear.h5"
+fi
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
 edits=0
-for edited in blis "onednn;layers.0" "onednn;layers.0=mkl" "onednn;layers.0=onednn;layers.0=openblas" "onednn;Layers.0=onednn"; do
+for edited in blis own "onednn;layers.0" "onednn;layers.0=mkl" "onednn;layers.0=onednn;layers.0=openblas" "onednn;Layers.0=onednn"; do
   edits=$((edits + 1))
   "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_(sys.argv[2])" \
     "$WORK/k-edited.h5" "$edited"

@@ -236,16 +236,22 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas]\n");
+    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own]\n");
     return 2;
   }
+  const char* convolutions = "";
   try {
-    // The CPU kernels every case runs on (train.cpu_kernels): each choice must match torch.nn.
+    // The CPU kernels every case runs on (train.cpu_kernels): each choice must match
+    // torch.nn. own (a layer's choice) runs every convolution on mpiddp's own kernels.
+    CpuKernels choice = CpuKernels::automatic;
     if (argc == 3) {
       const auto kernels = parse_choice<CpuKernels>(argv[2]);
       if (!kernels) throw std::runtime_error("kernels must be " + choice_list<CpuKernels>() + ", not " + argv[2]);
-      mpiddp::cpu::use_gemm_library(*kernels);
+      choice = *kernels;
+      mpiddp::cpu::use_gemm_library(choice);
     }
+    const mpiddp::cpu::LibraryScope layers_choice(choice);
+    convolutions = mpiddp::cpu::convolution_method(choice == CpuKernels::own ? choice : mpiddp::cpu::gemm_library());
     const hid_t file = H5Fcreate(argv[1], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw std::runtime_error(std::string("cannot create ") + argv[1]);
     std::uint64_t seed = 1;
@@ -255,7 +261,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "layer_cases: error: %s\n", e.what());
     return 1;
   }
-  std::printf("wrote %zu cases to %s (convolutions: %s)\n", sizeof(kCases) / sizeof(kCases[0]), argv[1],
-              mpiddp::cpu::convolution_method(mpiddp::cpu::gemm_library()));
+  std::printf("wrote %zu cases to %s (convolutions: %s)\n", sizeof(kCases) / sizeof(kCases[0]), argv[1], convolutions);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "../../src/cli/bench_harness.hpp"
@@ -18,6 +19,7 @@
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/kernel_choices.hpp"
 #include "ops/conv/conv_ops.hpp"
+#include "ops/conv/thin_conv.hpp"
 
 using namespace mpiddp;
 
@@ -145,11 +147,16 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
        Shape{8, 10}},
   };
   const auto all = libraries();
+  // Each library for every layer; then own kernels for the layers that have them
+  // (the convolutions), with auto's library for the rest.
+  std::vector<std::pair<CpuKernels, CpuKernels>> choices;
+  for (const CpuKernels library : all) choices.emplace_back(library, CpuKernels::automatic);
+  if (cpu::thin_conv::available()) choices.emplace_back(CpuKernels::automatic, CpuKernels::own);
   for (const Case& c : cases) {
     const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
-    for (const CpuKernels library : all) {
-      const Run other = run_on(library, c.layers, c.input, 5);
-      INFO(c.layers << " on " << name_of(library));
+    for (const auto& [library, own] : choices) {
+      const Run other = run_on(library, c.layers, c.input, 5, own);
+      INFO(c.layers << " on " << name_of(library) << ", layers' own choice " << name_of(own));
       REQUIRE(other.output.size() == reference.output.size());
       CHECK(relative_difference(other.output.data(), reference.output.data(), other.output.size()) < 1e-5);
       CHECK(relative_difference(other.grads.data(), reference.grads.data(), other.grads.size()) < 1e-5);
@@ -192,8 +199,11 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
                                                {3, 1, 7, 4, 3, 1, 1}, {2, 3, 9, 5, 3, 2, 1}, {4, 2, 6, 3, 1, 1, 0},
                                                {2, 4, 8, 6, 5, 1, 2}, {5, 3, 7, 2, 3, 2, 0}, {1, 16, 5, 32, 3, 1, 1}};
   LibraryGuard guard;
-  for (const CpuKernels library : libraries()) {
+  std::vector<CpuKernels> choices = libraries();
+  if (cpu::thin_conv::available()) choices.push_back(CpuKernels::own);  // a layer's: set by a scope
+  for (const CpuKernels library : choices) {
     cpu::use_gemm_library(library);
+    const cpu::LibraryScope layer_choice(library);
     for (const auto& s : shapes) {
       INFO(name_of(library) << ": n " << s[0] << " c " << s[1] << " size " << s[2] << " out " << s[3] << " kernel "
                             << s[4] << " stride " << s[5] << " padding " << s[6]);
@@ -302,7 +312,15 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
   apply_kernel_choices(*other, "onednn;layers.7=openblas", "f.h5");
   CHECK(kernel_choices_text(*other, CpuKernels::onednn) == "onednn;layers.7=openblas");
 
-  for (const char* bad : {"", "blis", "onednn;", "onednn;layers.0", "onednn;layers.0=mkl", "onednn;=openblas",
+  // mpiddp's own kernels are a layer's choice, for a layer that has them.
+  apply_kernel_choices(*other, "onednn;layers.3.body.0=own", "f.h5");
+  CHECK(kernel_choices_text(*other, CpuKernels::onednn) == "onednn;layers.3.body.0=own");
+  CHECK(kernel_choices_available("onednn;layers.0=own") == (cpu::thin_conv::available() && cpu::onednn_linked()));
+  CHECK(kernel_choices_available("openblas;layers.0=own") == cpu::thin_conv::available());
+  CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.5=own", "f.h5"),
+                    Catch::Contains("f.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels"));
+
+  for (const char* bad : {"", "blis", "own", "own;layers.0=own", "onednn;", "onednn;layers.0", "onednn;layers.0=mkl", "onednn;=openblas",
                           "onednn;layers.0=onednn;layers.0=openblas", "onednn;Layers.0=onednn",
                           "onednn;layers.0=onednn;", "onednn;layers/0=onednn"}) {
     INFO(bad);
@@ -318,4 +336,25 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
                     Catch::Contains("f.h5: CPU kernel choice for layers.1, a BatchNorm2d without matrix products"));
   CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.42=openblas", "f.h5"),
                     Catch::Contains("layers.42, a layer this model does not have"));
+}
+
+TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to every convolution", "[gemm]") {
+  const std::string layers = "conv2d(8,3,padding=1) relu conv2d(8,3,padding=1) flatten linear";
+  const auto choices = [&](CpuKernels setting, int threads) {
+    auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 6, 6}, 5);
+    give_own_kernels(*model, setting, threads);
+    return kernel_choices_text(*model, CpuKernels::openblas);
+  };
+  CHECK(choices(CpuKernels::onednn, 1) == "openblas");
+  CHECK(choices(CpuKernels::openblas, 1) == "openblas");
+  if (!cpu::thin_conv::available()) {
+    CHECK(choices(CpuKernels::automatic, 1) == "openblas");
+    CHECK_THROWS_WITH(choices(CpuKernels::own, 1), Catch::Contains("need an x86-64 CPU with AVX2 and FMA"));
+    return;
+  }
+  // The first has 1 input channel (9 rows), the second 8 (72 rows: oneDNN's).
+  CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
+  CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");
+  CHECK(choices(CpuKernels::automatic, 2) == "openblas");  // the own kernels run on one thread
+  CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own");
 }

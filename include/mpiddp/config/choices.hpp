@@ -30,13 +30,16 @@ struct ChoiceNames<DataTask> {
 };
 
 // train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp);
-// tune: timed per layer at start-up (train/kernel_tuning.hpp).
-enum class CpuKernels { automatic, onednn, openblas, tune };
+// own: mpiddp's own kernels for every layer that has them (thin convolutions),
+// the library of auto for the rest; tune: timed per layer at start-up
+// (train/kernel_tuning.hpp).
+enum class CpuKernels { automatic, onednn, openblas, own, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 4> table{{{CpuKernels::automatic, "auto"},
+  static constexpr std::array<NamedChoice<CpuKernels>, 5> table{{{CpuKernels::automatic, "auto"},
                                                                  {CpuKernels::onednn, "onednn"},
                                                                  {CpuKernels::openblas, "openblas"},
+                                                                 {CpuKernels::own, "own"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
 

@@ -2,7 +2,8 @@
 // Which CPU library each layer's products ran on, as a run keeps it (the
 // checkpoint attribute `cpu_kernels`), so a resume continues bit for bit: the
 // process's library, then `;name=library` for every layer with a library of its
-// own (train.cpu_kernels = tune): "onednn" or "onednn;layers.0=onednn;layers.4=openblas".
+// own (mpiddp's own kernels, or train.cpu_kernels = tune): "onednn",
+// "onednn;layers.0=own" or "onednn;layers.0=onednn;layers.4=openblas".
 #include <string>
 
 #include "mpiddp/nn/sequential.hpp"
@@ -13,15 +14,26 @@ namespace mpiddp {
 std::string kernel_choices_text(Sequential& model, CpuKernels library);
 
 // Whether `text` has that form: names made of letters, digits and dots, each
-// library onednn or openblas, at most one entry per layer. The model is not needed.
+// library onednn or openblas (and a layer's also own), at most one entry per
+// layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);
 
-// Whether every library `text` names is in this build (oneDNN may be missing).
+// Whether every library `text` names is in this build (oneDNN may be missing)
+// and runs on this CPU (own needs AVX2 and FMA).
 bool kernel_choices_available(const std::string& text);
 
 // Gives each layer `text` names its library (the others: the process's) and
 // returns the process library. Throws InputError naming `source` when `text`
 // does not parse or names a layer `model` does not have, or one without products.
 CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source);
+
+// A fresh run's own kernels: with train.cpu_kernels = own, every layer that has
+// them (InputError where this CPU cannot run them); with auto or tune, the
+// layers they suit with `threads` threads per rank (Layer::own_kernels_suit), a
+// rule, not a timing, so two runs of one input file choose alike.
+void give_own_kernels(Sequential& model, CpuKernels setting, int threads);
+
+// The names of the layers that run mpiddp's own kernels, ", "-separated ("" if none).
+std::string own_kernel_layers(Sequential& model);
 
 }  // namespace mpiddp

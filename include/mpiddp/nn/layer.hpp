@@ -102,6 +102,11 @@ class Layer {
   // Whether it runs matrix products of its own weights (Linear, Conv2d): the
   // layers train.cpu_kernels = tune times and gives a library of their own.
   virtual bool has_own_products() const { return false; }
+  // Whether mpiddp has CPU kernels of its own for it (Conv2d: ops/conv/thin_conv.hpp),
+  // which train.cpu_kernels = own gives it; and whether auto gives them to it,
+  // with `threads` threads per rank (where they run faster than the libraries).
+  virtual bool has_own_kernels() const { return false; }
+  virtual bool own_kernels_suit(int /*threads*/) const { return false; }
   // That library (CpuKernels::automatic: the process's); the chains run the
   // layer's passes under it (cpu::LibraryScope).
   void set_cpu_kernels(CpuKernels library) { cpu_kernels_ = library; }

@@ -1,7 +1,8 @@
 #pragma once
 // train.cpu_kernels = tune: at start-up each layer with matrix products of its
 // own (Linear, Conv2d, at any depth) runs a training batch of its real shape
-// forward and backward on each CPU library this build has, and keeps the fastest
+// forward and backward on each CPU library this build has (and on mpiddp's own
+// kernels where the layer has them and the CPU runs them), and keeps the fastest
 // (Layer::set_cpu_kernels). The timing decides only which library runs; each
 // library's results repeat bit for bit, and the choice is printed, kept in every
 // checkpoint and taken again on resume, so a resumed run stays bit-exact.
@@ -15,12 +16,15 @@ namespace mpiddp {
 struct TunedLayer {
   std::string name, kind;
   CpuKernels chosen = CpuKernels::automatic;
-  double onednn_ms = 0, openblas_ms = 0;  // the best of the timed repetitions
+  // The best of the timed repetitions; own_ms < 0 where own kernels were not timed.
+  double onednn_ms = 0, openblas_ms = 0, own_ms = -1;
 };
 
-// Times and sets each such layer's library for batches of `samples`. Nothing is
-// timed without oneDNN in the build (one library) or off the CPU.
-std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples);
+// Times and sets each such layer's library for batches of `samples`, against the
+// layer's default (its choice under auto: own where own_kernels_suit, else oneDNN),
+// which another must beat by 10%. Nothing is timed without oneDNN in the build
+// (one library) or off the CPU.
+std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads);
 
 // The banner's lines for them.
 std::string describe_tuning(const std::vector<TunedLayer>& tuned);

@@ -1,6 +1,7 @@
-// Convolution on the CPU: oneDNN's convolution primitives where train.cpu_kernels
-// resolves to onednn (onednn_conv.hpp), else im2col + one OpenBLAS matrix product
-// (device/cpu_gemm.hpp) per chunk of samples.
+// Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own
+// (forward and weight gradient: thin_conv.hpp), oneDNN's convolution primitives
+// where train.cpu_kernels resolves to onednn (onednn_conv.hpp), else im2col + one
+// OpenBLAS matrix product (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
 // columns of the forward pass are kept for backward when the batch fits in one
@@ -11,9 +12,11 @@
 #include <cstring>
 #include <vector>
 
+#include "conv_columns.hpp"
 #include "conv_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "onednn_conv.hpp"
+#include "thin_conv.hpp"
 
 namespace mpiddp::cpu {
 namespace {
@@ -29,69 +32,17 @@ struct ConvScratch final : LayerScratch {
   const float* columns_of = nullptr;  // the input whose whole-batch columns are kept
   const float* grad_out_of = nullptr; // the dy whose whole-batch transpose is kept
   std::unique_ptr<LayerScratch> onednn;  // oneDNN's primitives and operands, made on first use
+  std::unique_ptr<LayerScratch> thin;    // the own kernels' columns, made on first use
 
   LayerScratch& onednn_scratch() {
     if (!onednn) onednn = onednn_conv::make_scratch();
     return *onednn;
   }
-};
-
-// The output columns ox whose input column ox * stride - padding + kj lies
-// inside the image: [first, last).
-struct ValidSpan {
-  int first, last, shift;  // input column = ox * stride - shift
-  ValidSpan(int kj, const ConvGeometry& g) : shift(g.padding - kj) {
-    const int ow = g.out_w();
-    first = std::min(shift <= 0 ? 0 : (shift + g.stride - 1) / g.stride, ow);
-    last = g.w - 1 + shift < 0 ? first : std::clamp((g.w - 1 + shift) / g.stride + 1, first, ow);
+  LayerScratch& thin_scratch() {
+    if (!thin) thin = thin_conv::make_scratch();
+    return *thin;
   }
 };
-
-// Writes the columns of sample x (one image) at column offset `at` of a buffer
-// whose rows are `stride` floats long.
-void image_to_columns(const float* x, const ConvGeometry& g, float* cols, std::size_t stride, std::size_t at) {
-  const int oh = g.out_h(), ow = g.out_w();
-  for (int c = 0; c < g.c; ++c)
-    for (int ki = 0; ki < g.kh; ++ki)
-      for (int kj = 0; kj < g.kw; ++kj) {
-        float* row = cols + (static_cast<std::size_t>((c * g.kh + ki) * g.kw + kj)) * stride + at;
-        const float* plane = x + static_cast<std::size_t>(c) * g.h * g.w;
-        const ValidSpan span(kj, g);
-        for (int oy = 0; oy < oh; ++oy) {
-          float* out = row + static_cast<std::size_t>(oy) * ow;
-          const int iy = oy * g.stride - g.padding + ki;
-          if (iy < 0 || iy >= g.h) {
-            std::fill(out, out + ow, 0.0f);
-            continue;
-          }
-          const float* in = plane + static_cast<std::size_t>(iy) * g.w;
-          std::fill(out, out + span.first, 0.0f);
-          if (g.stride == 1) std::copy(in + (span.first - span.shift), in + (span.last - span.shift), out + span.first);
-          else
-            for (int ox = span.first; ox < span.last; ++ox) out[ox] = in[ox * g.stride - span.shift];
-          std::fill(out + span.last, out + ow, 0.0f);
-        }
-      }
-}
-
-// Adds the columns back onto image dx (the adjoint of image_to_columns).
-void columns_to_image(const float* cols, std::size_t stride, std::size_t at, const ConvGeometry& g, float* dx) {
-  const int oh = g.out_h(), ow = g.out_w();
-  for (int c = 0; c < g.c; ++c)
-    for (int ki = 0; ki < g.kh; ++ki)
-      for (int kj = 0; kj < g.kw; ++kj) {
-        const float* row = cols + (static_cast<std::size_t>((c * g.kh + ki) * g.kw + kj)) * stride + at;
-        float* plane = dx + static_cast<std::size_t>(c) * g.h * g.w;
-        const ValidSpan span(kj, g);
-        for (int oy = 0; oy < oh; ++oy) {
-          const int iy = oy * g.stride - g.padding + ki;
-          if (iy < 0 || iy >= g.h) continue;
-          const float* in = row + static_cast<std::size_t>(oy) * ow;
-          float* out = plane + static_cast<std::size_t>(iy) * g.w;
-          for (int ox = span.first; ox < span.last; ++ox) out[ox * g.stride - span.shift] += in[ox];
-        }
-      }
-}
 
 class CpuConvOps final : public ConvOps {
  public:
@@ -100,6 +51,7 @@ class CpuConvOps final : public ConvOps {
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (own_kernels()) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
     if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
@@ -124,6 +76,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (own_kernels()) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
     const Plan p(g);
