@@ -17,6 +17,7 @@
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "ops/conv/conv_ops.hpp"
+#include "ops/conv/thin_conv.hpp"
 
 namespace po = boost::program_options;
 
@@ -93,7 +94,8 @@ int command_bench_conv(const std::vector<std::string>& args) {
       load_config("", {"--data.train", "x", "--train.cpu_kernels", kernels}).train.cpu_kernels;
   cpu::use_gemm_library(choice);
   const cpu::LibraryScope layer_choice(choice);  // own is a layer's choice
-  const CpuKernels method = choice == CpuKernels::own ? choice : cpu::gemm_library();
+  // own runs a shape the own kernels do not take on the library.
+  const CpuKernels method = choice == CpuKernels::own && cpu::thin_conv::supports(g) ? choice : cpu::gemm_library();
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();

@@ -92,7 +92,9 @@ ConvGeometry Conv2d::geometry(std::size_t samples) const {
   return g;
 }
 
-bool Conv2d::own_kernels_suit(int threads) const { return cpu::thin_conv::suits(geometry(1), threads); }
+// After declare(): the input shape decides.
+bool Conv2d::has_own_kernels() const { return !in_.empty() && cpu::thin_conv::supports(geometry(1)); }
+bool Conv2d::own_kernels_suit(int threads) const { return !in_.empty() && cpu::thin_conv::suits(geometry(1), threads); }
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const ConvGeometry g = geometry(x.rows());

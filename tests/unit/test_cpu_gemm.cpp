@@ -339,7 +339,8 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
 }
 
 TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to every convolution", "[gemm]") {
-  const std::string layers = "conv2d(8,3,padding=1) relu conv2d(8,3,padding=1) flatten linear";
+  const std::string layers =
+      "conv2d(4,3,padding=1) relu conv2d(8,3,padding=1) relu conv2d(8,3,padding=1) flatten linear";
   const auto choices = [&](CpuKernels setting, int threads) {
     auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 6, 6}, 5);
     give_own_kernels(*model, setting, threads);
@@ -352,7 +353,7 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
     CHECK_THROWS_WITH(choices(CpuKernels::own, 1), Catch::Contains("need an x86-64 CPU with AVX2 and FMA"));
     return;
   }
-  // The first has 1 input channel (9 rows), the second 8 (72 rows: oneDNN's).
+  // Rows of columns: 9 (1 input channel), 36 (4: own kernels, not auto's), 72 (8: the libraries' only).
   CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
   CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");
   CHECK(choices(CpuKernels::automatic, 2) == "openblas");  // the own kernels run on one thread

@@ -17,7 +17,7 @@ class Conv2d final : public Layer {
   std::string kind() const override { return "Conv2d"; }
   bool needs_images() const override { return true; }
   bool has_own_products() const override { return true; }
-  bool has_own_kernels() const override { return true; }
+  bool has_own_kernels() const override;
   bool own_kernels_suit(int threads) const override;
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;

@@ -102,8 +102,8 @@ class Layer {
   // Whether it runs matrix products of its own weights (Linear, Conv2d): the
   // layers train.cpu_kernels = tune times and gives a library of their own.
   virtual bool has_own_products() const { return false; }
-  // Whether mpiddp has CPU kernels of its own for it (Conv2d: ops/conv/thin_conv.hpp),
-  // which train.cpu_kernels = own gives it; and whether auto gives them to it,
+  // Whether mpiddp has CPU kernels of its own for it (a Conv2d with few input
+  // channels: ops/conv/thin_conv.hpp), which train.cpu_kernels = own gives it; and whether auto gives them to it,
   // with `threads` threads per rank (where they run faster than the libraries).
   virtual bool has_own_kernels() const { return false; }
   virtual bool own_kernels_suit(int /*threads*/) const { return false; }

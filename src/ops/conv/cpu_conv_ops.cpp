@@ -1,5 +1,5 @@
-// Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own
-// (forward and weight gradient: thin_conv.hpp), oneDNN's convolution primitives
+// Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own,
+// where they take its shape (forward and weight gradient: thin_conv.hpp), oneDNN's convolution primitives
 // where train.cpu_kernels resolves to onednn (onednn_conv.hpp), else im2col + one
 // OpenBLAS matrix product (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
@@ -51,7 +51,7 @@ class CpuConvOps final : public ConvOps {
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (own_kernels()) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
+    if (own_kernels() && thin_conv::supports(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
     if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
@@ -76,7 +76,8 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (own_kernels()) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
+    if (own_kernels() && thin_conv::supports(g))
+      return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
     const Plan p(g);

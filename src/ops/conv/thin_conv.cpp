@@ -76,8 +76,12 @@ float lane_sum(const float* lanes) {
 bool available() { return !kernel_sets().empty(); }
 const char* isa() { return available() ? kernel_sets().front().isa : "none"; }
 
+bool supports(const ConvGeometry& g) {
+  return available() && static_cast<long long>(g.c) * g.kh * g.kw <= kMaxRows;
+}
+
 bool suits(const ConvGeometry& g, int threads) {
-  return available() && threads == 1 && g.c * g.kh * g.kw <= kSuitedRows;
+  return supports(g) && threads == 1 && g.c * g.kh * g.kw <= kSuitedRows;
 }
 
 std::unique_ptr<LayerScratch> make_scratch(const ThinKernels* set) {

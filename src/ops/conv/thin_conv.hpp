@@ -19,8 +19,14 @@ namespace mpiddp::cpu::thin_conv {
 bool available();
 const char* isa();
 
-// Where `auto` gives a convolution these kernels: at most kSuitedRows rows of
-// columns (input channels x kernel height x kernel width), one thread per rank.
+// The convolutions the kernels take: at most kMaxRows rows of columns (input
+// channels x kernel height x kernel width). Their partial sums take 16 floats per
+// weight, so a wide layer would need 16 times its weights in scratch; and where
+// there are many rows the libraries' products run near the peak anyway.
+constexpr int kMaxRows = 64;
+bool supports(const ConvGeometry& g);
+// Where `auto` gives a convolution these kernels: at most kSuitedRows rows
+// (measured faster than oneDNN on AVX-512 and AVX2), one thread per rank.
 constexpr int kSuitedRows = 27;
 bool suits(const ConvGeometry& g, int threads);
 

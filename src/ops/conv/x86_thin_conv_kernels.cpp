@@ -41,7 +41,7 @@ __attribute__((target("avx512f"))) void forward_tile_512(const ThinColumns& cols
     for (int j = 0; j < PB; ++j) c[j] = _mm512_loadu_ps(row + 16 * j);
     #pragma GCC unroll 16
     for (int o = 0; o < OB; ++o) {
-      const __m512 wv = _mm512_set1_ps(w[o * cols.rows + r]);
+      const __m512 wv = _mm512_set1_ps(w[static_cast<std::size_t>(o) * cols.rows + r]);
       #pragma GCC unroll 16
       for (int j = 0; j < PB; ++j) acc[o][j] = _mm512_fmadd_ps(wv, c[j], acc[o][j]);
     }
@@ -69,9 +69,9 @@ __attribute__((target("avx512f"))) void forward_512(const ThinColumns& cols, con
                                                     float* y, int out_c) {
   int o = 0;
   for (; o + kOutBlock <= out_c; o += kOutBlock)
-    forward_channels_512<kOutBlock>(cols, w + o * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
+    forward_channels_512<kOutBlock>(cols, w + static_cast<std::size_t>(o) * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
   for (; o < out_c; ++o)
-    forward_channels_512<1>(cols, w + o * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
+    forward_channels_512<1>(cols, w + static_cast<std::size_t>(o) * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
 }
 
 // Rows [r, r + RB) of OB output channels' accumulators, over every position.
@@ -81,7 +81,7 @@ __attribute__((target("avx512f"))) void grad_tile_512(const ThinColumns& cols, c
   #pragma GCC unroll 16
   for (int o = 0; o < OB; ++o)
     #pragma GCC unroll 16
-    for (int k = 0; k < RB; ++k) a[o][k] = _mm512_loadu_ps(acc + (o * cols.rows + r + k) * kThinLanes);
+    for (int k = 0; k < RB; ++k) a[o][k] = _mm512_loadu_ps(acc + (static_cast<std::size_t>(o) * cols.rows + r + k) * kThinLanes);
   const float* row = cols.data + r * cols.stride;
   for (int p = 0; p < cols.positions; p += 16) {
     const __mmask16 valid = first_lanes_512(cols.positions - p);
@@ -98,7 +98,7 @@ __attribute__((target("avx512f"))) void grad_tile_512(const ThinColumns& cols, c
   #pragma GCC unroll 16
   for (int o = 0; o < OB; ++o)
     #pragma GCC unroll 16
-    for (int k = 0; k < RB; ++k) _mm512_storeu_ps(acc + (o * cols.rows + r + k) * kThinLanes, a[o][k]);
+    for (int k = 0; k < RB; ++k) _mm512_storeu_ps(acc + (static_cast<std::size_t>(o) * cols.rows + r + k) * kThinLanes, a[o][k]);
 }
 
 // 4 output channels x a row block: 20 of the 32 vector registers hold
@@ -111,11 +111,11 @@ __attribute__((target("avx512f"))) void weight_grad_512(const ThinColumns& cols,
   for (; o + OB <= out_c; o += OB)
     for (int r = 0; r < cols.rows; r += RB)
       grad_tile_512<OB, RB>(cols, dy + static_cast<std::size_t>(o) * cols.positions, r,
-                            acc + o * cols.rows * kThinLanes);
+                            acc + static_cast<std::size_t>(o) * cols.rows * kThinLanes);
   for (; o < out_c; ++o)
     for (int r = 0; r < cols.rows; r += RB)
       grad_tile_512<1, RB>(cols, dy + static_cast<std::size_t>(o) * cols.positions, r,
-                           acc + o * cols.rows * kThinLanes);
+                           acc + static_cast<std::size_t>(o) * cols.rows * kThinLanes);
 }
 
 // ---- AVX2: 8-float vectors; a weight gradient's 16 lanes as two halves ----
@@ -141,7 +141,7 @@ __attribute__((target("avx2,fma"))) void forward_tile_256(const ThinColumns& col
     for (int j = 0; j < PB; ++j) c[j] = _mm256_loadu_ps(row + 8 * j);
     #pragma GCC unroll 16
     for (int o = 0; o < OB; ++o) {
-      const __m256 wv = _mm256_set1_ps(w[o * cols.rows + r]);
+      const __m256 wv = _mm256_set1_ps(w[static_cast<std::size_t>(o) * cols.rows + r]);
       #pragma GCC unroll 16
       for (int j = 0; j < PB; ++j) acc[o][j] = _mm256_fmadd_ps(wv, c[j], acc[o][j]);
     }
@@ -169,9 +169,9 @@ __attribute__((target("avx2,fma"))) void forward_256(const ThinColumns& cols, co
                                                     float* y, int out_c) {
   int o = 0;
   for (; o + kOutBlock <= out_c; o += kOutBlock)
-    forward_channels_256<kOutBlock>(cols, w + o * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
+    forward_channels_256<kOutBlock>(cols, w + static_cast<std::size_t>(o) * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
   for (; o < out_c; ++o)
-    forward_channels_256<1>(cols, w + o * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
+    forward_channels_256<1>(cols, w + static_cast<std::size_t>(o) * cols.rows, bias + o, y + static_cast<std::size_t>(o) * cols.positions);
 }
 
 // As grad_tile_512, for the half (0: lanes 0-7, 1: lanes 8-15) of every 16 positions.
@@ -183,7 +183,7 @@ __attribute__((target("avx2,fma"))) void grad_tile_256(const ThinColumns& cols, 
   #pragma GCC unroll 16
   for (int o = 0; o < OB; ++o)
     #pragma GCC unroll 16
-    for (int k = 0; k < RB; ++k) a[o][k] = _mm256_loadu_ps(acc + (o * cols.rows + r + k) * kThinLanes + lane0);
+    for (int k = 0; k < RB; ++k) a[o][k] = _mm256_loadu_ps(acc + (static_cast<std::size_t>(o) * cols.rows + r + k) * kThinLanes + lane0);
   const float* row = cols.data + r * cols.stride;
   for (int p = lane0; p < cols.positions; p += 16) {
     const int count = cols.positions - p;
@@ -203,7 +203,7 @@ __attribute__((target("avx2,fma"))) void grad_tile_256(const ThinColumns& cols, 
   #pragma GCC unroll 16
   for (int o = 0; o < OB; ++o)
     #pragma GCC unroll 16
-    for (int k = 0; k < RB; ++k) _mm256_storeu_ps(acc + (o * cols.rows + r + k) * kThinLanes + lane0, a[o][k]);
+    for (int k = 0; k < RB; ++k) _mm256_storeu_ps(acc + (static_cast<std::size_t>(o) * cols.rows + r + k) * kThinLanes + lane0, a[o][k]);
 }
 
 __attribute__((target("avx2,fma"))) void weight_grad_256(const ThinColumns& cols, const float* dy, int out_c,
@@ -214,12 +214,12 @@ __attribute__((target("avx2,fma"))) void weight_grad_256(const ThinColumns& cols
     for (int r = 0; r < cols.rows; r += RB)
       for (int half = 0; half < 2; ++half)
         grad_tile_256<OB, RB>(cols, dy + static_cast<std::size_t>(o) * cols.positions, r, half,
-                              acc + o * cols.rows * kThinLanes);
+                              acc + static_cast<std::size_t>(o) * cols.rows * kThinLanes);
   for (; o < out_c; ++o)
     for (int r = 0; r < cols.rows; r += RB)
       for (int half = 0; half < 2; ++half)
         grad_tile_256<1, RB>(cols, dy + static_cast<std::size_t>(o) * cols.positions, r, half,
-                             acc + o * cols.rows * kThinLanes);
+                             acc + static_cast<std::size_t>(o) * cols.rows * kThinLanes);
 }
 
 }  // namespace
