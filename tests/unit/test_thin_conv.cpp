@@ -57,14 +57,8 @@ TEST_CASE("thin convolution kernels equal the plain loops, and every kernel set 
                                                {2, 2, 6, 3, 1, 1, 0},   {3, 1, 11, 9, 5, 1, 2}, {2, 3, 8, 1, 3, 1, 0},
                                                {1, 4, 5, 7, 3, 2, 2},   {5, 1, 4, 4, 4, 1, 0}};
   for (const auto& s : shapes) {
-    ConvGeometry g;
-    g.n = s[0];
-    g.c = s[1];
-    g.h = g.w = s[2];
-    g.out_c = s[3];
-    g.kh = g.kw = s[4];
-    g.stride = s[5];
-    g.padding = s[6];
+    const ConvGeometry g{.n = s[0], .c = s[1], .h = s[2], .w = s[2], .out_c = s[3], .kh = s[4], .kw = s[4],
+                         .stride = s[5], .padding = s[6]};
     INFO("n " << s[0] << " c " << s[1] << " size " << s[2] << " out " << s[3] << " kernel " << s[4] << " stride "
               << s[5] << " padding " << s[6]);
     const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();
@@ -93,13 +87,8 @@ TEST_CASE("thin convolution kernels equal the plain loops, and every kernel set 
   }
 }
 
-TEST_CASE("thin convolutions suit few input channels on one thread", "[conv]") {
-  ConvGeometry g;
-  g.n = 1;
-  g.c = 1;
-  g.h = g.w = 28;
-  g.out_c = 32;
-  g.kh = g.kw = 3;
+TEST_CASE("thin convolutions take at most 64 rows, and auto gives them 27 on one thread", "[conv]") {
+  ConvGeometry g{.n = 1, .c = 1, .h = 28, .w = 28, .out_c = 32, .kh = 3, .kw = 3};
   const bool here = cpu::thin_conv::available();
   CHECK(cpu::thin_conv::suits(g, 1) == here);
   CHECK_FALSE(cpu::thin_conv::suits(g, 2));
@@ -110,4 +99,9 @@ TEST_CASE("thin convolutions suit few input channels on one thread", "[conv]") {
   g.c = 1;
   g.kh = g.kw = 7;
   CHECK_FALSE(cpu::thin_conv::suits(g, 1));
+  CHECK(cpu::thin_conv::supports(g) == here);  // 49 rows: `own` takes it
+  g.kh = g.kw = 8;
+  CHECK(cpu::thin_conv::supports(g) == here);  // 64
+  g.kh = g.kw = 9;
+  CHECK_FALSE(cpu::thin_conv::supports(g));  // 81
 }
