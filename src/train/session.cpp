@@ -232,8 +232,25 @@ void TrainingSession::build_model() {
   optimizer = make_optimizer(config.optim, compute.device);
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
-  if (compute.device->kind() != DeviceKind::cuda)
-    agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads); });
+  if (compute.device->kind() == DeviceKind::cuda) return;
+  agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads); });
+  take_root_kernel_choices();
+}
+
+// Ranks may differ in threads (one node with more cores) or CPU; every rank runs
+// rank 0's choices, the ones its checkpoints name, so a resume repeats them all.
+void TrainingSession::take_root_kernel_choices() {
+  std::string text = root ? kernel_choices_text(*model, cpu::gemm_library()) : "";
+  std::uint64_t size = text.size();
+  comm.broadcast(&size, sizeof(size), 0);
+  text.resize(size);
+  comm.broadcast(text.data(), text.size(), 0);
+  agree_or_fail(comm, [&] {
+    if (!kernel_choices_available(text))
+      throw InputError("rank 0 chose CPU kernels " + text + ", which this rank's CPU or build cannot run "
+                       "(train.cpu_kernels = onednn or openblas leaves mpiddp's own kernels out)");
+    apply_kernel_choices(*model, text, "rank 0's CPU kernel choices");
+  });
 }
 
 // One sample's shape: model.input_shape, else the shards' sample_shape attribute.

@@ -188,9 +188,11 @@ PY
     "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
 fi
 # mpiddp's own kernels (x86-64 with AVX2 and FMA): auto gives them to the
-# 1-channel convolution; the checkpoint names them per layer, the banner lists
-# them, and a resume with auto takes them and ends bit-identical.
+# 1-channel convolution where a rank runs one thread; the checkpoint names them
+# per layer, the banner lists them, and a resume with auto takes them and ends
+# bit-identical.
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  kernels_run+=(--train.threads 1)
   run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/o-straight" > "$WORK/o1.log" 2>&1 || fail "auto run exited $?"
   grep -q "^CPU kernels of mpiddp's own (AVX[-0-9A-Z+]*): layers.0$" "$WORK/o1.log" \
     && pass "auto runs the 1-channel convolution on mpiddp's own kernels, as the banner says" \

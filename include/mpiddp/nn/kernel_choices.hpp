@@ -29,8 +29,9 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
 
 // A fresh run's own kernels: with train.cpu_kernels = own, every layer that has
 // them (InputError where this CPU cannot run them); with auto or tune, the
-// layers they suit with `threads` threads per rank (Layer::own_kernels_suit), a
-// rule, not a timing, so two runs of one input file choose alike.
+// layers they suit with `threads` threads per rank (Layer::own_kernels_suit): a
+// rule, not a timing, so two runs of one input file with the same threads per rank
+// choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads);
 
 // The names of the layers that run mpiddp's own kernels, ", "-separated ("" if none).

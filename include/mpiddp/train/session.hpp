@@ -83,6 +83,7 @@ class TrainingSession {
   Shape input_shape() const;
   void restore(const std::string& resume);
   void tune_kernels();
+  void take_root_kernel_choices();
   void start_from_initial_weights();
 };
 
