@@ -64,7 +64,10 @@ for sig in TERM USR1; do
   end_job "$job" "$RUN_TIMEOUT" || true
   if [ "$JOB_RC" = 75 ] && grep -q "stop requested by a signal" "$dir.log" && [ -f "$dir/checkpoints/latest" ]; then
     pass "SIG$sig to rank 1: checkpoint at $(cat "$dir/checkpoints/latest"), exit 75"
-  else fail "SIG$sig: rc $JOB_RC"; tail -3 "$dir.log"; fi
+  else
+    # The whole log (a rank's own last words come before the launcher's), and what the run left behind.
+    fail "SIG$sig: rc $JOB_RC"; grep -v "^epoch " "$dir.log" | tail -25; ls -l "$dir" "$dir/checkpoints" 2>&1 | tail -12
+  fi
   run_ranks 2 "${base[@]}" --train.epochs 30 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
     && [ "$(json_field "$dir/summary.json" status)" = completed ] && pass "SIG$sig: resumed to the end" \
     || fail "SIG$sig resume"
