@@ -1,5 +1,6 @@
 // `mpiddp bench conv`: the CPU convolution (the library of --kernels, or
-// mpiddp's own kernels) on one layer's shapes, each of its three products timed alone. scripts/bench-conv.sh puts it
+// mpiddp's own kernels) on one layer's shapes, each of its three products
+// timed alone. scripts/bench-conv.sh puts it
 // next to oneDNN's convolution (as PyTorch calls it) on the same shapes.
 #include <boost/program_options.hpp>
 #include <algorithm>

@@ -1,7 +1,8 @@
 // Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own,
-// where they take its shape (forward and weight gradient: thin_conv.hpp), oneDNN's convolution primitives
-// where train.cpu_kernels resolves to onednn (onednn_conv.hpp), else im2col + one
-// OpenBLAS matrix product (device/cpu_gemm.hpp) per chunk of samples.
+// where they take its shape (forward and weight gradient: thin_conv.hpp),
+// oneDNN's convolution primitives where train.cpu_kernels resolves to onednn
+// (onednn_conv.hpp), else im2col + one OpenBLAS matrix product
+// (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
 // columns of the forward pass are kept for backward when the batch fits in one
@@ -51,7 +52,7 @@ class CpuConvOps final : public ConvOps {
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (own_kernels() && thin_conv::supports(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
+    if (on_own_kernels(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
     if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
@@ -76,8 +77,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (own_kernels() && thin_conv::supports(g))
-      return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
+    if (on_own_kernels(g)) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
     const Plan p(g);
@@ -125,6 +125,9 @@ class CpuConvOps final : public ConvOps {
   }
 
  private:
+  // The layer's choice is own and the own kernels take this shape (else the library runs it).
+  static bool on_own_kernels(const ConvGeometry& g) { return own_kernels() && thin_conv::supports(g); }
+
   struct Plan {
     int positions, rows, per_chunk;
     explicit Plan(const ConvGeometry& g) : positions(g.out_h() * g.out_w()), rows(g.c * g.kh * g.kw) {
