@@ -42,6 +42,11 @@ void plane_input_grad(const float* __restrict x, const float* __restrict dy, boo
     for (std::size_t i = 0; i < n; ++i) dx[i] = ew::bn_input_grad(x[i], dy[i], mean, mean_dy, projection, scale);
 }
 
+// The fused pooling's windows over one plane.
+PoolPlane pool_plane(const FusedMaxPool& pool) {
+  return {pool.h, pool.w, pool.window, pool.window, pool.out_h(), pool.out_w()};
+}
+
 // The normalisation of a channel as one affine map, y = x * scale + shift: the
 // forward and the fused ReLU's masks in backward take it from here, so they agree
 // bit for bit.
@@ -189,8 +194,7 @@ class CpuNormOps final : public NormOps {
         }
         plane_affine(x + at, plane_.data(), g.spatial, affine[ch].scale, affine[ch].shift, g.relu_after);
         const std::size_t pooled = pooled_offset(i, ch, g);
-        max_pool_plane(plane_.data(), pool.w, pool.window, pool.window, pool.out_h(), pool.out_w(), y + pooled,
-                       pool.argmax + pooled);
+        max_pool_plane(plane_.data(), pool_plane(pool), y + pooled, pool.argmax + pooled);
       }
   }
 
@@ -201,8 +205,7 @@ class CpuNormOps final : public NormOps {
     if (!pool.window) return dy + offset(sample, ch, g);
     plane_.resize(static_cast<std::size_t>(g.spatial));
     const std::size_t pooled = pooled_offset(sample, ch, g);
-    max_pool_plane_grad(dy + pooled, pool.argmax + pooled, static_cast<std::size_t>(pool.out_h()) * pool.out_w(),
-                        plane_.size(), plane_.data());
+    max_pool_plane_grad(dy + pooled, pool.argmax + pooled, pool_plane(pool), plane_.data());
     return plane_.data();
   }
 

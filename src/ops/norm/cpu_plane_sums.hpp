@@ -10,16 +10,25 @@
 
 namespace mpiddp::cpu {
 
-// sum(x - centre), and sum((x - centre)^2) into *squares.
+// Eight lanes as one value. GCC's vectoriser turned the scalar form (float s[8])
+// into permutes and stack spills, and stops at a conditional per lane; this form
+// it keeps in registers.
+// (Loaded with memcpy in place: a function returning one would change the ABI
+// between the instruction sets the loops are built for.)
+typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
+
+// sum(x - centre), and sum((x - centre)^2) into *squares: lane j of the eight
+// partial sums takes x[i] for i % 8 == j, and the lanes are added in order.
 MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n, float centre, float* squares) {
-  float s[8] = {}, q[8] = {};
+  Lanes8 s = {}, q = {};
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      const float d = x[i + j] - centre;
-      s[j] += d;
-      q[j] += d * d;
-    }
+  for (; i + 8 <= n; i += 8) {
+    Lanes8 v;
+    std::memcpy(&v, x + i, sizeof(v));
+    const Lanes8 d = v - centre;
+    s += d;
+    q += d * d;
+  }
   float sum = 0.0f, sq = 0.0f;
   for (int j = 0; j < 8; ++j) {
     sum += s[j];
@@ -33,12 +42,6 @@ MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n
   *squares = sq;
   return sum;
 }
-
-// Eight lanes as one value: lane j holds what the scalar loops' s[j] held. A
-// conditional per lane stops GCC's vectoriser on the scalar form, not on this.
-// (Loaded with memcpy in place: a function returning one would change the ABI
-// between the instruction sets the loops are built for.)
-typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
 
 // sum(d), and sum(d * (x - centre)) into *projection, where d is dy or, with
 // relu (a fused ReLU), the gradient through that ReLU: 0 where its output

@@ -9,20 +9,20 @@
 namespace mpiddp::cpu {
 namespace {
 
+PoolPlane pool_plane(const PoolGeometry& g) { return {g.h, g.w, g.kernel, g.stride, g.out_h(), g.out_w()}; }
+
 class CpuPoolOps final : public PoolOps {
  public:
   void max_pool_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) override {
-    const int oh = g.out_h(), ow = g.out_w();
+    const PoolPlane p = pool_plane(g);
     for (std::size_t plane = 0; plane < planes(g); ++plane)
-      max_pool_plane(x + plane * g.h * g.w, g.w, g.kernel, g.stride, oh, ow, y + plane * oh * ow,
-                     argmax + plane * oh * ow);
+      max_pool_plane(x + plane * p.size(), p, y + plane * p.outs(), argmax + plane * p.outs());
   }
 
   void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) override {
-    const std::size_t outs = static_cast<std::size_t>(g.out_h()) * g.out_w();
-    const std::size_t size = static_cast<std::size_t>(g.h) * g.w;
+    const PoolPlane p = pool_plane(g);
     for (std::size_t plane = 0; plane < planes(g); ++plane)
-      max_pool_plane_grad(dy + plane * outs, argmax + plane * outs, outs, size, dx + plane * size);
+      max_pool_plane_grad(dy + plane * p.outs(), argmax + plane * p.outs(), p, dx + plane * p.size());
   }
 
   void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) override {
