@@ -49,7 +49,8 @@ Exit: 0 when no row failed, 1 when one did; 2 (one line) when it cannot start: a
 version) is missing; 77 when there is no usable GPU.
 GPU_CHECK_DRY_RUN=1 checks the runner itself on a machine without a GPU (CI does, with the system's MPI,
 HDF5 and BLAS hidden: tests/integration/test_gpu_check_dry_run.sh): the same steps on the CPU, fp32 over
-MPI, short runs and a small MLP; the steps that need a GPU SKIP with the reason.
+MPI, short runs and a small MLP; the steps that need a GPU SKIP with the reason. It has no device time to fit:
+its default budget is 10 hours and each step's limit 20 times the GPU's, so a slow CPU only makes it slower.
 The runner needs only the Python standard library; python3 on PATH is asked for PyTorch's CUDA libraries
 and runs the ZeRO row's ballast (PyTorch), as the GPU machine's python3 has them.
 """
@@ -82,6 +83,10 @@ from .runs import read_records, read_summary
 # about 20 s more, and racecheck and ZeRO were shortened by about 70 s); a row the budget cuts short or never
 # reaches is a SKIP with the reason, never a FAIL, and the check still ends in time.
 DEFAULT_BUDGET_S = 390
+# The dry run has no device time to fit: on a slow or busy CPU (CI pinned to one core) its CPU steps may take many
+# times their GPU limits, which are sized for an H200. Its default budget and limits are therefore far larger.
+DRY_RUN_BUDGET_S = 36000
+DRY_RUN_LIMIT_SCALE = 20
 KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is killed this much later
 MIN_STEP_S = 15    # a step with less than this left of the budget is not started
 BUDGET_SPENT = "time budget (GPU_CHECK_BUDGET_S) spent"
@@ -427,8 +432,9 @@ class Check:
     def __init__(self, out, budget_s):
         self.start = time.monotonic()
         self.out, self.logs, self.table = out, os.path.join(out, "logs"), os.path.join(out, "table.txt")
-        self.deadline = self.seconds() + budget_s
+        self.deadline = budget_s  # in seconds() from start
         self.rc, self.secs, self.failed, self.cut, self.timed_out = 0, 0, 0, "", False
+        self.limit_scale = 1  # each step's own limit times this
 
     def seconds(self):
         """Whole seconds since the check began (bash's SECONDS)."""
@@ -475,7 +481,7 @@ class Check:
             with open(self.log(name), "w") as f:
                 f.write("gpu-check: not started: the time budget is spent\n")
             return
-        own, limit = limit, min(limit, left)
+        own, limit = limit * self.limit_scale, min(limit * self.limit_scale, left)
         with open(self.log(name), "w") as f:
             try:
                 self.rc = subprocess.run(["timeout", "-k", str(KILL_GRACE_S), str(limit), *command], stdout=f,
@@ -535,12 +541,15 @@ class Check:
 class GpuCheck(Check):
     def __init__(self, src, out, scratch, background):
         open(os.path.join(out, "table.txt"), "w").close()
-        budget = os.environ.get("GPU_CHECK_BUDGET_S") or str(DEFAULT_BUDGET_S)
+        dry = bool(os.environ.get("GPU_CHECK_DRY_RUN"))
+        budget = os.environ.get("GPU_CHECK_BUDGET_S") or str(DRY_RUN_BUDGET_S if dry else DEFAULT_BUDGET_S)
         super().__init__(out, int(budget) if budget.strip().isdigit() else 0)
         if not budget.strip().isdigit():
             self.die(f"GPU_CHECK_BUDGET_S={budget}: not a whole number of seconds")
         self.src, self.scratch, self.background = src, scratch, background
-        self.dry = bool(os.environ.get("GPU_CHECK_DRY_RUN"))
+        self.dry = dry
+        if dry:
+            self.limit_scale = DRY_RUN_LIMIT_SCALE
         self.one_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
         self.peak = ""  # the measured bf16 matmul peak (TFLOP/s text), once the bench part has run
         self.fmnist_prepared = False  # the Fashion-MNIST shards were asked for (prepare_fmnist runs once)

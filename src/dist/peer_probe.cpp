@@ -77,11 +77,14 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
         waiting.push_back({a.fd, POLLOUT, 0});
         owner.push_back(&a);
       }
+    if (waiting.empty()) break;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (waiting.empty() || left.count() <= 0) break;
+    // Past the deadline, one more look without waiting: a connect that completed
+    // while this process was not running (a busy or stalled machine) answered.
+    const bool last_look = left.count() <= 0;
     if (listener >= 0) waiting.push_back({listener, POLLIN, 0});
-    if (::poll(waiting.data(), waiting.size(), static_cast<int>(left.count())) < 0) {
+    if (::poll(waiting.data(), waiting.size(), last_look ? 0 : static_cast<int>(left.count())) < 0) {
       if (errno == EINTR) continue;
       poll_failed = true;
       break;
@@ -89,6 +92,7 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
     for (std::size_t j = 0; j < owner.size(); ++j)
       if (waiting[j].revents) owner[j]->result = outcome(waiting[j].fd);
     if (listener >= 0 && waiting.back().revents) drain_listener(listener);
+    if (last_look) break;
   }
   for (Attempt& a : attempts) {
     if (a.fd < 0) continue;

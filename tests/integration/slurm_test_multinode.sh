@@ -133,11 +133,11 @@ node_death_case() {
   [ "$DEATH_TO_END" != never ] && pass "$name: node $victim killed, the job ended $DEATH_TO_END s later" \
     || fail "$name: the job still ran $DEATH_LIMIT s after $victim died"
   down() { [[ $(slurm sinfo -h -n "$victim" -o %t) == down* ]]; }
-  wait_until 60 down && pass "$name: Slurm marked $victim down" || fail "$name: $victim is not down"
+  wait_until "$DEATH_LIMIT" down && pass "$name: Slurm marked $victim down" || fail "$name: $victim is not down"
   if [ "$after" -lt 2 ]; then
     slurm scancel "$id"
     gone() { [ -z "$(slurm squeue -h -j "$id" 2>/dev/null)" ]; }
-    wait_until 60 gone || fail "$name: job $id still queued 60 s after scancel"
+    wait_until "$DEATH_LIMIT" gone || fail "$name: job $id still queued $DEATH_LIMIT s after scancel"
     id=$(submit "$after") || fail "$name: sbatch -N $after"
   fi
   completed() { [ "$(json_field "$run/summary.json" status)" = completed ]; }
@@ -163,7 +163,7 @@ node_death_case() {
   fi
   "$ci/slurm-node.sh" revive "$victim" >/dev/null || fail "$name: slurm-node.sh revive $victim"
   idle() { [[ $(slurm sinfo -h -n "$victim" -o %t) == idle ]]; }
-  wait_until 60 idle && pass "$name: $victim revived and idle again" || fail "$name: $victim not idle after revive"
+  wait_until "$DEATH_LIMIT" idle && pass "$name: $victim revived and idle again" || fail "$name: $victim not idle after revive"
 }
 case_args=()
 node_death_case node-death 2

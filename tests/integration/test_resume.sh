@@ -43,9 +43,13 @@ run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/steps" --checkpoint.every_epo
   || fail "every_steps: $(ls "$WORK/steps/checkpoints")"
 
 # Wall-clock checkpoints: rank 0's clock decides, every rank follows (0.1 s here).
+# The saves are counted from the log (keep 2 holds the disk to two files, however slow the machine and so
+# however many saves the run makes).
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/timed" --checkpoint.every_epochs 0 --checkpoint.every_minutes 0.0017 \
-  --checkpoint.keep 0 --model.hidden 512,512 --train.log_every 100 --train.epochs 20 > "$WORK/timed.log" 2>&1 || fail "timed run"
-timed=$(count_checkpoints "$WORK/timed/checkpoints")
+  --checkpoint.keep 2 --model.hidden 512,512 --train.log_every 100 --train.epochs 20 > "$WORK/timed.log" 2>&1 || fail "timed run"
+timed=$(grep -c '^checkpoint ' "$WORK/timed.log" || true)
+kept=$(count_checkpoints "$WORK/timed/checkpoints")
+[ "$kept" = 2 ] && pass "keep 2: 2 of $timed checkpoints kept" || fail "keep 2: $kept of $timed checkpoints kept"
 # How many 0.1 s intervals the run spans depends on the machine: at least 3 files
 # (the final one included) once it trained for 0.75 s, at least 2 in any case.
 train_s=$(json_field "$WORK/timed/summary.json" train_s)
