@@ -34,35 +34,31 @@ inline void max_pool_plane_any(const float* in, int w, int kernel, int stride, i
     }
 }
 
-// Eight pooling windows side by side (the common 2 x 2, stride 2 case): lane j
-// is window ox0 + j of an output row.
-typedef float PoolLanes __attribute__((vector_size(8 * sizeof(float))));
-typedef std::int32_t PoolIndices __attribute__((vector_size(8 * sizeof(std::int32_t))));
-
 // ew::max_pool_takes, lane by lane: where it says so, the candidate and its
 // position replace the best so far.
-__attribute__((always_inline)) inline void max_pool_take(const PoolLanes& candidate, const PoolIndices& at,
-                                                        PoolLanes* value, PoolIndices* best) {
-  const PoolIndices takes = (candidate > *value) | (candidate != candidate);
+__attribute__((always_inline)) inline void max_pool_take(const Lanes8& candidate, const IntLanes8& at,
+                                                        Lanes8* value, IntLanes8* best) {
+  const IntLanes8 takes = (candidate > *value) | (candidate != candidate);
   *value = takes ? candidate : *value;
   *best = takes ? at : *best;
 }
 
-// Windows 0..7 whose top rows start at top[0] and bottom rows at bottom[0] (16
+// Eight pooling windows side by side (the common 2 x 2, stride 2 case), lane j
+// window j: windows 0..7 whose top rows start at top[0] and bottom rows at bottom[0] (16
 // values of each are read), the top-left one at `first` in the plane: the values
 // the scan order of max_pool_plane_any picks (top left, top right, bottom left,
 // bottom right; a later one takes over where ew::max_pool_takes says so).
 __attribute__((always_inline)) inline void max_pool_8_windows(const float* top, const float* bottom, int first,
-                                                             int w, PoolLanes* value, PoolIndices* best) {
-  const PoolIndices even = {0, 2, 4, 6, 8, 10, 12, 14}, odd = even + 1;
-  PoolLanes low, high;
+                                                             int w, Lanes8* value, IntLanes8* best) {
+  const IntLanes8 even = {0, 2, 4, 6, 8, 10, 12, 14}, odd = even + 1;
+  Lanes8 low, high;
   std::memcpy(&low, top, sizeof(low));
   std::memcpy(&high, top + 8, sizeof(high));
-  const PoolLanes top_left = __builtin_shuffle(low, high, even), top_right = __builtin_shuffle(low, high, odd);
+  const Lanes8 top_left = __builtin_shuffle(low, high, even), top_right = __builtin_shuffle(low, high, odd);
   std::memcpy(&low, bottom, sizeof(low));
   std::memcpy(&high, bottom + 8, sizeof(high));
-  const PoolLanes bottom_left = __builtin_shuffle(low, high, even), bottom_right = __builtin_shuffle(low, high, odd);
-  const PoolIndices at = first + even;
+  const Lanes8 bottom_left = __builtin_shuffle(low, high, even), bottom_right = __builtin_shuffle(low, high, odd);
+  const IntLanes8 at = first + even;
   *value = top_left;
   *best = at;
   max_pool_take(top_right, at + 1, value, best);
@@ -79,8 +75,8 @@ MPIDDP_VECTOR_CLONES inline void max_pool_plane_2x2(const float* in, int h, int 
   for (int oy = 0; oy < oh; ++oy)
     for (int ox0 = 0; ox0 < ow; ox0 += 8) {
       const long top = 2L * oy * w + 2 * ox0, bottom = top + w;
-      PoolLanes value;
-      PoolIndices best;
+      Lanes8 value;
+      IntLanes8 best;
       if (bottom + 16 <= plane) {
         max_pool_8_windows(in + top, in + bottom, static_cast<int>(top), w, &value, &best);
       } else {  // the last windows: their 16 values per row copied out, the rest zero

@@ -10,13 +10,6 @@
 
 namespace mpiddp::cpu {
 
-// Eight lanes as one value. GCC's vectoriser turned the scalar form (float s[8])
-// into permutes and stack spills, and stops at a conditional per lane; this form
-// it keeps in registers.
-// (Loaded with memcpy in place: a function returning one would change the ABI
-// between the instruction sets the loops are built for.)
-typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
-
 // sum(x - centre), and sum((x - centre)^2) into *squares: lane j of the eight
 // partial sums takes x[i] for i % 8 == j, and the lanes are added in order.
 MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n, float centre, float* squares) {
