@@ -11,6 +11,9 @@ namespace {
 // What auto means: oneDNN where this build links it.
 CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas; }
 
+// The choices that cover some of a layer's work (its convolutions), not a process's products.
+bool layers_only(CpuKernels choice) { return choice == CpuKernels::own || choice == CpuKernels::winograd; }
+
 // auto's library unless train.cpu_kernels says otherwise (Session sets it before
 // any product runs); read by every sgemm.
 CpuKernels active = automatic_library();
@@ -20,8 +23,8 @@ thread_local CpuKernels scoped = CpuKernels::automatic;
 }  // namespace
 
 void use_gemm_library(CpuKernels choice) {
-  // own is a layer's choice (LibraryScope); the process's products run on auto's library.
-  if (choice == CpuKernels::automatic || choice == CpuKernels::tune || choice == CpuKernels::own)
+  // own and winograd are a layer's choices (LibraryScope); the process's products run on auto's library.
+  if (choice == CpuKernels::automatic || choice == CpuKernels::tune || layers_only(choice))
     choice = automatic_library();
   if (choice == CpuKernels::onednn && !onednn::linked())
     throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
@@ -32,20 +35,22 @@ void use_gemm_library(CpuKernels choice) {
 CpuKernels gemm_library() { return active; }
 
 LibraryScope::LibraryScope(CpuKernels choice) : outer_(scoped) {
-  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas || choice == CpuKernels::own) scoped = choice;
+  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas || layers_only(choice)) scoped = choice;
 }
 LibraryScope::~LibraryScope() { scoped = outer_; }
 
 CpuKernels library_in_effect() { return scoped == CpuKernels::automatic ? active : scoped; }
-// Under own, what the layer's own kernels do not cover runs on the process's library.
+// Under own or winograd, what those kernels do not cover runs on the process's library.
 CpuKernels library_for_products() {
   const CpuKernels library = library_in_effect();
-  return library == CpuKernels::own ? active : library;
+  return layers_only(library) ? active : library;
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
-bool onednn_convolutions() { return library_for_products() == CpuKernels::onednn; }
+bool winograd_convolutions() { return library_in_effect() == CpuKernels::winograd; }
+bool onednn_convolutions() { return library_for_products() == CpuKernels::onednn || winograd_convolutions(); }
 const char* convolution_method(CpuKernels library) {
   if (library == CpuKernels::own) return "own thin-convolution kernels";
+  if (library == CpuKernels::winograd) return "onednn winograd primitives";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }

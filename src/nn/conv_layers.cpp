@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mpiddp/nn/layers.hpp"
+#include "ops/conv/onednn_conv.hpp"
 #include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
@@ -95,6 +96,13 @@ ConvGeometry Conv2d::geometry(std::size_t samples) const {
 // After declare(): the input shape decides.
 bool Conv2d::has_own_kernels() const { return !in_.empty() && cpu::thin_conv::supports(geometry(1)); }
 bool Conv2d::own_kernels_suit(int threads) const { return !in_.empty() && cpu::thin_conv::suits(geometry(1), threads); }
+bool Conv2d::has_winograd() const { return !in_.empty() && cpu::onednn_conv::winograd_available(geometry(1)); }
+// Not for few input channels (what own kernels suit on one thread), whatever the
+// threads: there Winograd's transforms outweigh its savings (a 1-channel ResNet stem
+// took 3x the direct convolution's time).
+bool Conv2d::winograd_suits(int /*threads*/) const {
+  return has_winograd() && !cpu::thin_conv::suits(geometry(1), 1);
+}
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const ConvGeometry g = geometry(x.rows());

@@ -7,6 +7,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "ops/conv/onednn_conv.hpp"
 #include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
@@ -16,6 +17,7 @@ std::optional<CpuKernels> library_named(const std::string& name) {
   if (name == "onednn") return CpuKernels::onednn;
   if (name == "openblas") return CpuKernels::openblas;
   if (name == "own") return CpuKernels::own;
+  if (name == "winograd") return CpuKernels::winograd;
   return std::nullopt;
 }
 
@@ -48,7 +50,7 @@ std::optional<ParsedChoices> parse(const std::string& text) {
   }
   ParsedChoices parsed;
   const auto process = library_named(parts[0]);
-  if (!process || *process == CpuKernels::own) return std::nullopt;  // own is a layer's
+  if (!process || *process == CpuKernels::own || *process == CpuKernels::winograd) return std::nullopt;  // a layer's
   parsed.process = *process;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t eq = parts[i].find('=');
@@ -66,7 +68,8 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
   std::string text = name_of(library);
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     const CpuKernels own = layer.cpu_kernels();
-    if (own == CpuKernels::onednn || own == CpuKernels::openblas || own == CpuKernels::own)
+    if (own == CpuKernels::onednn || own == CpuKernels::openblas || own == CpuKernels::own ||
+        own == CpuKernels::winograd)
       text += ";" + name + "=" + name_of(own);
   });
   return text;
@@ -81,6 +84,7 @@ bool kernel_choices_available(const std::string& text) {
   for (const auto& [name, library] : parsed->layers) {
     if (library == CpuKernels::onednn && !cpu::onednn_linked()) return false;
     if (library == CpuKernels::own && !cpu::thin_conv::available()) return false;
+    if (library == CpuKernels::winograd && !cpu::onednn_conv::winograd_runs()) return false;
   }
   return true;
 }
@@ -101,6 +105,9 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
     if (it->second == CpuKernels::own && !layer.has_own_kernels())
       throw InputError(source + ": CPU kernel choice own for " + name + ", a " + layer.kind() +
                        " for which mpiddp has no kernels of its own (a checkpoint of another model?)");
+    if (it->second == CpuKernels::winograd && !layer.has_winograd())
+      throw InputError(source + ": CPU kernel choice winograd for " + name + ", a " + layer.kind() +
+                       " that oneDNN has no Winograd convolution for here (a checkpoint of another model?)");
     layer.set_cpu_kernels(it->second);
     parsed->layers.erase(it);
   });
@@ -114,17 +121,24 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads) {
   if (setting == CpuKernels::own && !cpu::thin_conv::available())
     throw InputError("train.cpu_kernels = own: mpiddp's own kernels need an x86-64 CPU with AVX2 and FMA; "
                      "use auto");
-  const bool every = setting == CpuKernels::own;
-  if (!every && setting != CpuKernels::automatic && setting != CpuKernels::tune) return;
+  if (setting == CpuKernels::winograd && !cpu::onednn_conv::winograd_runs())
+    throw InputError(std::string("train.cpu_kernels = winograd: ") +
+                     (cpu::onednn_linked() ? "oneDNN has Winograd convolutions only for CPUs with AVX-512"
+                                           : "this mpiddp was built without oneDNN") +
+                     "; use auto");
+  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune;
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
-    if (every ? layer.has_own_kernels() : layer.own_kernels_suit(threads)) layer.set_cpu_kernels(CpuKernels::own);
+    if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
+      layer.set_cpu_kernels(CpuKernels::own);
+    else if (setting == CpuKernels::winograd ? layer.has_winograd() : rule && layer.winograd_suits(threads))
+      layer.set_cpu_kernels(CpuKernels::winograd);
   });
 }
 
-std::string own_kernel_layers(Sequential& model) {
+std::string layers_on(Sequential& model, CpuKernels choice) {
   std::string names;
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
-    if (layer.cpu_kernels() == CpuKernels::own) names += (names.empty() ? "" : ", ") + name;
+    if (layer.cpu_kernels() == choice) names += (names.empty() ? "" : ", ") + name;
   });
   return names;
 }

@@ -89,13 +89,20 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
     t.openblas_ms = time_on(CpuKernels::openblas);
     const bool own = layer.has_own_kernels() && cpu::thin_conv::available();
     if (own) t.own_ms = time_on(CpuKernels::own);
+    const bool winograd = layer.has_winograd();
+    if (winograd) t.winograd_ms = time_on(CpuKernels::winograd);
     // The default, then whichever beats the best so far by the margin.
-    const bool own_default = own && layer.own_kernels_suit(threads);
-    t.chosen = own_default ? CpuKernels::own : CpuKernels::onednn;
-    double best = own_default ? t.own_ms : t.onednn_ms;
-    for (const auto& [library, ms] : {std::pair{CpuKernels::onednn, t.onednn_ms},
-                                      std::pair{CpuKernels::openblas, t.openblas_ms},
-                                      std::pair{CpuKernels::own, t.own_ms}})
+    t.chosen = own && layer.own_kernels_suit(threads)            ? CpuKernels::own
+               : winograd && layer.winograd_suits(threads) ? CpuKernels::winograd
+                                                           : CpuKernels::onednn;
+    const std::pair<CpuKernels, double> timed[] = {{CpuKernels::onednn, t.onednn_ms},
+                                                   {CpuKernels::openblas, t.openblas_ms},
+                                                   {CpuKernels::own, t.own_ms},
+                                                   {CpuKernels::winograd, t.winograd_ms}};
+    double best = 0;
+    for (const auto& [library, ms] : timed)
+      if (library == t.chosen) best = ms;
+    for (const auto& [library, ms] : timed)
       if (ms >= 0 && library != t.chosen && ms * kSwitchMargin < best) {
         t.chosen = library;
         best = ms;
@@ -108,13 +115,14 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
 
 std::string describe_tuning(const std::vector<TunedLayer>& tuned) {
   std::string text = "CPU kernels timed per layer (train.cpu_kernels = tune; ms for one batch forward and backward, "
-                     "oneDNN / OpenBLAS [/ own]):\n";
+                     "oneDNN / OpenBLAS [/ own] [/ winograd]):\n";
   for (const TunedLayer& t : tuned) {
-    char line[256];
-    char own[40] = "";
-    if (t.own_ms >= 0) std::snprintf(own, sizeof(own), " / %.3f", t.own_ms);
-    std::snprintf(line, sizeof(line), "  %-24s %-8s %-9s (%.3f / %.3f%s)\n", t.name.c_str(), t.kind.c_str(),
-                  name_of(t.chosen), t.onednn_ms, t.openblas_ms, own);
+    char line[320];
+    char own[40] = "", winograd[40] = "";
+    if (t.own_ms >= 0) std::snprintf(own, sizeof(own), " / own %.3f", t.own_ms);
+    if (t.winograd_ms >= 0) std::snprintf(winograd, sizeof(winograd), " / winograd %.3f", t.winograd_ms);
+    std::snprintf(line, sizeof(line), "  %-24s %-8s %-9s (%.3f / %.3f%s%s)\n", t.name.c_str(), t.kind.c_str(),
+                  name_of(t.chosen), t.onednn_ms, t.openblas_ms, own, winograd);
     text += line;
   }
   return text;

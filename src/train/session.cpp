@@ -78,7 +78,8 @@ std::string keep_trained_kernels(const Config& config, const std::string& traine
   }
   return "this run trained with CPU kernels " + trained + " and continues with " + current +
          (available ? " (train.cpu_kernels)"
-                    : " (this mpiddp was built without oneDNN, or this CPU cannot run mpiddp's own kernels)") +
+                    : " (this mpiddp was built without oneDNN, or this CPU cannot run mpiddp's own kernels or "
+                      "oneDNN's Winograd convolutions)") +
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
 
@@ -248,7 +249,7 @@ void TrainingSession::take_root_kernel_choices() {
   agree_or_fail(comm, [&] {
     if (!kernel_choices_available(text))
       throw InputError("rank 0 chose CPU kernels " + text + ", which this rank's CPU or build cannot run "
-                       "(train.cpu_kernels = onednn or openblas leaves mpiddp's own kernels out)");
+                       "(train.cpu_kernels = onednn or openblas leaves mpiddp's own kernels and Winograd's out)");
     apply_kernel_choices(*model, text, "rank 0's CPU kernel choices");
   });
 }
@@ -376,8 +377,10 @@ void TrainingSession::print_banner() const {
               comm.size(), device_kind_name(compute.device->kind()), name_of(compute.device->precision()),
               compute.transport->name().c_str(), blas_threads, onednn ? "oneDNN " : "OpenBLAS",
               onednn ? cpu::onednn_version().c_str() : "", cpu::convolution_method(cpu::gemm_library()));
-  const std::string own = own_kernel_layers(*model);
+  const std::string own = layers_on(*model, CpuKernels::own);
   if (!own.empty()) std::printf("CPU kernels of mpiddp's own (%s): %s\n", cpu::thin_conv::isa(), own.c_str());
+  const std::string winograd = layers_on(*model, CpuKernels::winograd);
+  if (!winograd.empty()) std::printf("oneDNN's Winograd convolutions (forward and input gradient): %s\n", winograd.c_str());
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

@@ -12,10 +12,12 @@ LAYER_CASES=${LAYER_CASES:-$(dirname "$MPIDDP")/tests/layer_cases}
 
 # Every CPU kernel choice (train.cpu_kernels) this build has: OpenBLAS (im2col
 # convolutions), oneDNN (its convolution primitives) where the binary links it,
-# and mpiddp's own convolution kernels where the CPU has AVX2 and FMA.
+# mpiddp's own convolution kernels where the CPU has AVX2 and FMA, and oneDNN's
+# Winograd convolutions where it has oneDNN and AVX-512.
 kernels=(openblas)
 grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && kernels+=(onednn)
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then kernels+=(own); fi
+grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && grep -qw avx512f /proc/cpuinfo && kernels+=(winograd)
 for k in "${kernels[@]}"; do
   "$LAYER_CASES" "$WORK/cases-$k.h5" "$k" > "$WORK/cases-$k.log" 2>&1 && pass "$k: $(cat "$WORK/cases-$k.log")" \
     || { fail "layer_cases $k exited $?: $(cat "$WORK/cases-$k.log")"; continue; }

@@ -161,17 +161,18 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")"; then
     --train.cpu_kernels tune)
   run_ranks 2 "${tune_run[@]}" --run.dir "$WORK/t-straight" > "$WORK/t1.log" 2>&1 || fail "tune run exited $?"
   for layer in "layers.0 *Conv2d" "layers.3.body.0 *Conv2d" "layers.5 *Linear" "layers.7 *Linear"; do
-    grep -Eq "^  $layer +(onednn|openblas|own) +\([0-9.]+ / [0-9.]+( / [0-9.]+)?\)$" "$WORK/t1.log" \
+    grep -Eq "^  $layer +(onednn|openblas|own|winograd) +\([0-9.]+ / [0-9.]+( / own [0-9.]+)?( / winograd [0-9.]+)?\)$" \
+      "$WORK/t1.log" \
       || fail "tune banner lacks $layer: $(sed -n '/timed per layer/,/^[^ ]/p' "$WORK/t1.log")"
   done
-  [ "$(grep -Ec '^  layers\.[0-9a-z.]+ +[A-Za-z0-9]+ +(onednn|openblas|own) +\(' "$WORK/t1.log")" = 4 ] && pass "tune times each Linear and Conv2d, nested ones too, and lists them" \
+  [ "$(grep -Ec '^  layers\.[0-9a-z.]+ +[A-Za-z0-9]+ +(onednn|openblas|own|winograd) +\(' "$WORK/t1.log")" = 4 ] && pass "tune times each Linear and Conv2d, nested ones too, and lists them" \
     || fail "tune banner: $(grep '^  layers' "$WORK/t1.log")"
   "$PYTHON" - "$(latest_checkpoint "$WORK/t-straight")" "$WORK/t1.log" <<'PY' \
     && pass "the checkpoint keeps the choice of each timed layer, as the banner printed it" || fail "tuned cpu_kernels attribute"
 import h5py, re, sys
 v = h5py.File(sys.argv[1], "r").attrs["cpu_kernels"]
 v = v.decode() if isinstance(v, bytes) else v
-printed = dict(re.findall(r"^  (layers\.[\w.]+) +\w+ +(onednn|openblas|own) ", open(sys.argv[2]).read(), re.M))
+printed = dict(re.findall(r"^  (layers\.[\w.]+) +\w+ +(onednn|openblas|own|winograd) ", open(sys.argv[2]).read(), re.M))
 parts = v.split(";")
 assert parts[0] == "onednn" and dict(p.split("=") for p in parts[1:]) == printed, (v, printed)
 PY
@@ -216,6 +217,38 @@ sys.exit((v.decode() if isinstance(v, bytes) else v).split(';')[1:] != ['layers.
   "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); a = f.attrs['cpu_kernels']; a = a.decode() if isinstance(a, bytes) else a; f.attrs['cpu_kernels'] = numpy.bytes_(a.split(';')[0] + ';layers.5=own')" "$WORK/o-linear.h5"
   expect_error kernels-own-linear 2 "$WORK/o-linear.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels of its own" \
     "${kernels_run[@]}" --run.dir "$WORK/o-linear" --resume "$WORK/o-linear.h5"
+fi
+# oneDNN's Winograd convolutions (CPUs with AVX-512): auto gives them to the 3x3
+# convolution with several input channels (the 1-channel one keeps mpiddp's own
+# kernels); the banner lists them, the checkpoint names them per layer, and a
+# resume with auto takes them and ends bit-identical.
+if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
+  && grep -qw avx512dq /proc/cpuinfo; then
+  wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
+    --model.layers "conv2d(4,3,padding=1) relu conv2d(8,3,padding=1) batchnorm2d relu flatten linear"
+    --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
+    --checkpoint.keep 5)
+  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-straight" > "$WORK/w1.log" 2>&1 || fail "winograd run exited $?"
+  grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.2$" "$WORK/w1.log" \
+    && pass "auto runs the 4-channel 3x3 convolution on oneDNN's Winograd kernels, as the banner says" \
+    || fail "winograd banner: $(grep -i -e kernels -e winograd "$WORK/w1.log")"
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit((v.decode() if isinstance(v, bytes) else v) != 'onednn;layers.0=own;layers.2=winograd')" \
+    "$(latest_checkpoint "$WORK/w-straight")" && pass "the checkpoint names them for that layer" \
+    || fail "winograd cpu_kernels attribute"
+  mkdir -p "$WORK/w-split/checkpoints"
+  cp "$WORK/w-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/w-split/checkpoints/"
+  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-split" --resume "$WORK/w-split/checkpoints/ckpt-step-000000003.h5" \
+    > "$WORK/w2.log" 2>&1 || fail "winograd resume exited $?"
+  ! grep -q "note: this run trained" "$WORK/w2.log" \
+    && same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$(latest_checkpoint "$WORK/w-split")" \
+    && pass "a resume with auto takes them and ends bit-identical" || fail "winograd resume: $(grep -i kernels "$WORK/w2.log")"
+  # The same run with the direct convolutions (onednn) differs in rounding only.
+  run_ranks 2 "${wino_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/w-direct" > "$WORK/w3.log" 2>&1 \
+    || fail "direct run exited $?"
+  direct=$(latest_checkpoint "$WORK/w-direct")
+  [ -f "$direct" ] && ! same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$direct" \
+    && pass "the direct convolutions give other bits (the choice is real)" || fail "winograd and direct gave the same bits"
 fi
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
 edits=0

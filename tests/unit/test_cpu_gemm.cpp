@@ -19,6 +19,7 @@
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/kernel_choices.hpp"
 #include "ops/conv/conv_ops.hpp"
+#include "ops/conv/onednn_conv.hpp"
 #include "ops/conv/thin_conv.hpp"
 
 using namespace mpiddp;
@@ -147,11 +148,12 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
        Shape{8, 10}},
   };
   const auto all = libraries();
-  // Each library for every layer; then own kernels for the layers that have them
-  // (the convolutions), with auto's library for the rest.
+  // Each library for every layer; then own kernels (Winograd convolutions) for the
+  // layers that have them (the convolutions), with auto's library for the rest.
   std::vector<std::pair<CpuKernels, CpuKernels>> choices;
   for (const CpuKernels library : all) choices.emplace_back(library, CpuKernels::automatic);
   if (cpu::thin_conv::available()) choices.emplace_back(CpuKernels::automatic, CpuKernels::own);
+  if (cpu::onednn_conv::winograd_runs()) choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd);
   for (const Case& c : cases) {
     const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
     for (const auto& [library, own] : choices) {
@@ -201,6 +203,7 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
   LibraryGuard guard;
   std::vector<CpuKernels> choices = libraries();
   if (cpu::thin_conv::available()) choices.push_back(CpuKernels::own);  // a layer's: set by a scope
+  if (cpu::onednn_conv::winograd_runs()) choices.push_back(CpuKernels::winograd);
   for (const CpuKernels library : choices) {
     cpu::use_gemm_library(library);
     const cpu::LibraryScope layer_choice(library);
@@ -319,6 +322,17 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
   CHECK(kernel_choices_available("openblas;layers.0=own") == cpu::thin_conv::available());
   CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.5=own", "f.h5"),
                     Catch::Contains("f.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels"));
+  // oneDNN's Winograd convolutions too (where this CPU has them), never for a process.
+  CHECK(valid_kernel_choices("onednn;layers.0=winograd"));
+  CHECK_FALSE(valid_kernel_choices("winograd"));
+  CHECK(kernel_choices_available("openblas;layers.0=winograd") == cpu::onednn_conv::winograd_runs());
+  CHECK_THROWS_WITH(apply_kernel_choices(*other, "onednn;layers.5=winograd", "f.h5"),
+                    Catch::Contains("f.h5: CPU kernel choice winograd for layers.5, a Linear that oneDNN has no "
+                                    "Winograd convolution for here"));
+  if (cpu::onednn_conv::winograd_runs()) {
+    apply_kernel_choices(*other, "onednn;layers.3.body.0=winograd", "f.h5");
+    CHECK(kernel_choices_text(*other, CpuKernels::onednn) == "onednn;layers.3.body.0=winograd");
+  }
 
   for (const char* bad : {"", "blis", "own", "own;layers.0=own", "onednn;", "onednn;layers.0", "onednn;layers.0=mkl", "onednn;=openblas",
                           "onednn;layers.0=onednn;layers.0=openblas", "onednn;Layers.0=onednn",
@@ -354,8 +368,16 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
     return;
   }
   // Rows of columns: 9 (1 input channel), 36 (4: own kernels, not auto's), 72 (8: the libraries' only).
-  CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
-  CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");
-  CHECK(choices(CpuKernels::automatic, 2) == "openblas");  // the own kernels run on one thread
+  // Where oneDNN has Winograd convolutions (AVX-512), auto gives them to every 3 x 3 one that own kernels do not suit.
+  const bool winograd = cpu::onednn_conv::winograd_runs();
+  const std::string rest = winograd ? ";layers.2=winograd;layers.4=winograd" : "";
+  CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own" + rest);
+  CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own" + rest);
+  // The own kernels run on one thread; Winograd's never suit the 1-channel convolution.
+  CHECK(choices(CpuKernels::automatic, 2) == "openblas" + rest);
   CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own");
+  if (winograd)
+    CHECK(choices(CpuKernels::winograd, 1) == "openblas;layers.0=winograd" + rest);
+  else
+    CHECK_THROWS_WITH(choices(CpuKernels::winograd, 1), Catch::Contains("train.cpu_kernels = winograd: "));
 }

@@ -31,15 +31,17 @@ struct ChoiceNames<DataTask> {
 
 // train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp);
 // own: mpiddp's own kernels for every layer that has them (thin convolutions),
-// the library of auto for the rest; tune: timed per layer at start-up
-// (train/kernel_tuning.hpp).
-enum class CpuKernels { automatic, onednn, openblas, own, tune };
+// the library of auto for the rest; winograd: oneDNN's Winograd convolutions for
+// every layer that has them (3 x 3, stride 1, on AVX-512), the same for the rest;
+// tune: timed per layer at start-up (train/kernel_tuning.hpp).
+enum class CpuKernels { automatic, onednn, openblas, own, winograd, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 5> table{{{CpuKernels::automatic, "auto"},
+  static constexpr std::array<NamedChoice<CpuKernels>, 6> table{{{CpuKernels::automatic, "auto"},
                                                                  {CpuKernels::onednn, "onednn"},
                                                                  {CpuKernels::openblas, "openblas"},
                                                                  {CpuKernels::own, "own"},
+                                                                 {CpuKernels::winograd, "winograd"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
 

@@ -36,14 +36,16 @@ class LibraryScope {
 // The library in effect here: the innermost scope's, else the process's.
 CpuKernels library_in_effect();
 // Whether the layer in effect runs mpiddp's own kernels (a LibraryScope of own:
-// Conv2d's forward and weight gradient, ops/conv/thin_conv.hpp).
+// Conv2d's forward and weight gradient, ops/conv/thin_conv.hpp), or oneDNN's
+// Winograd convolutions (a LibraryScope of winograd: Conv2d, ops/conv/onednn_conv.hpp).
 bool own_kernels();
-// The library of the products the own kernels do not cover: the process's under
-// own, else the one in effect.
+bool winograd_convolutions();
+// The library of the products those kernels do not cover: the process's under
+// own or winograd, else the one in effect.
 CpuKernels library_for_products();
-// Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp)
-// under that library, and a library's method's name: "onednn primitives",
-// "im2col+openblas" or "own thin-convolution kernels".
+// Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp:
+// under that library, or winograd), and a library's method's name: "onednn primitives",
+// "im2col+openblas", "own thin-convolution kernels" or "onednn winograd primitives".
 bool onednn_convolutions();
 const char* convolution_method(CpuKernels library);
 // Whether this build links oneDNN, and its version ("" when it does not).

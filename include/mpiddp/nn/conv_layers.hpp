@@ -19,6 +19,8 @@ class Conv2d final : public Layer {
   bool has_own_products() const override { return true; }
   bool has_own_kernels() const override;
   bool own_kernels_suit(int threads) const override;
+  bool has_winograd() const override;
+  bool winograd_suits(int threads) const override;
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
   double forward_flops(const Shape& in) const override;

@@ -2,8 +2,9 @@
 // Which CPU library each layer's products ran on, as a run keeps it (the
 // checkpoint attribute `cpu_kernels`), so a resume continues bit for bit: the
 // process's library, then `;name=library` for every layer with a library of its
-// own (mpiddp's own kernels, or train.cpu_kernels = tune): "onednn",
-// "onednn;layers.0=own" or "onednn;layers.0=onednn;layers.4=openblas".
+// own (mpiddp's own kernels, oneDNN's Winograd convolutions, or train.cpu_kernels
+// = tune): "onednn", "onednn;layers.0=own;layers.4=winograd" or
+// "onednn;layers.0=onednn;layers.4=openblas".
 #include <string>
 
 #include "mpiddp/nn/sequential.hpp"
@@ -14,12 +15,12 @@ namespace mpiddp {
 std::string kernel_choices_text(Sequential& model, CpuKernels library);
 
 // Whether `text` has that form: names made of letters, digits and dots, each
-// library onednn or openblas (and a layer's also own), at most one entry per
-// layer. The model is not needed.
+// library onednn or openblas (and a layer's also own or winograd), at most one
+// entry per layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);
 
 // Whether every library `text` names is in this build (oneDNN may be missing)
-// and runs on this CPU (own needs AVX2 and FMA).
+// and runs on this CPU (own needs AVX2 and FMA, winograd oneDNN on AVX-512).
 bool kernel_choices_available(const std::string& text);
 
 // Gives each layer `text` names its library (the others: the process's) and
@@ -27,14 +28,15 @@ bool kernel_choices_available(const std::string& text);
 // does not parse or names a layer `model` does not have, or one without products.
 CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source);
 
-// A fresh run's own kernels: with train.cpu_kernels = own, every layer that has
-// them (InputError where this CPU cannot run them); with auto or tune, the
-// layers they suit with `threads` threads per rank (Layer::own_kernels_suit): a
-// rule, not a timing, so two runs of one input file with the same threads per rank
+// A fresh run's own kernels and Winograd convolutions: with train.cpu_kernels =
+// own (winograd), every layer that has them (InputError where this CPU cannot run
+// them); with auto or tune, the layers they suit with `threads` threads per rank
+// (Layer::own_kernels_suit, then Layer::winograd_suits): a rule, not a timing, so
+// two runs of one input file with the same threads per rank on one kind of CPU
 // choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads);
 
-// The names of the layers that run mpiddp's own kernels, ", "-separated ("" if none).
-std::string own_kernel_layers(Sequential& model);
+// The names of the layers whose choice is `choice` (own, winograd), ", "-separated ("" if none).
+std::string layers_on(Sequential& model, CpuKernels choice);
 
 }  // namespace mpiddp

@@ -16,12 +16,14 @@ namespace mpiddp {
 struct TunedLayer {
   std::string name, kind;
   CpuKernels chosen = CpuKernels::automatic;
-  // The best of the timed repetitions; own_ms < 0 where own kernels were not timed.
-  double onednn_ms = 0, openblas_ms = 0, own_ms = -1;
+  // The best of the timed repetitions; own_ms (winograd_ms) < 0 where own kernels
+  // (Winograd convolutions) were not timed.
+  double onednn_ms = 0, openblas_ms = 0, own_ms = -1, winograd_ms = -1;
 };
 
 // Times and sets each such layer's library for batches of `samples`, against the
-// layer's default (its choice under auto: own where own_kernels_suit, else oneDNN),
+// layer's default (its choice under auto: own where own_kernels_suit, winograd
+// where winograd_suits, else oneDNN),
 // which another must beat by 10%. Nothing is timed without oneDNN in the build
 // (one library) or off the CPU.
 std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads);

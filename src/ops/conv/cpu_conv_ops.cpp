@@ -1,7 +1,7 @@
 // Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own,
 // where they take its shape (forward and weight gradient: thin_conv.hpp),
 // oneDNN's convolution primitives where train.cpu_kernels resolves to onednn
-// (onednn_conv.hpp), else im2col + one OpenBLAS matrix product
+// (onednn_conv.hpp; Winograd's for a layer whose choice is winograd), else im2col + one OpenBLAS matrix product
 // (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
@@ -53,7 +53,7 @@ class CpuConvOps final : public ConvOps {
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
     if (on_own_kernels(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
-    if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, s.onednn_scratch());
+    if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
       const int count = std::min(p.per_chunk, g.n - first);
@@ -79,7 +79,7 @@ class CpuConvOps final : public ConvOps {
     auto& s = static_cast<ConvScratch&>(*scratch);
     if (on_own_kernels(g)) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (onednn_convolutions())
-      return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.onednn_scratch());
+      return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, algorithm(), s.onednn_scratch());
     const Plan p(g);
     for (int oc = 0; oc < g.out_c; ++oc) {
       double sum = 0.0;
@@ -105,7 +105,8 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (onednn_convolutions()) return onednn_conv::backward_input(dy, weight, dx, g, s.onednn_scratch());
+    if (onednn_convolutions())
+      return onednn_conv::backward_input(dy, weight, dx, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
     std::fill(dx, dx + static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 0.0f);
     for (int first = 0; first < g.n; first += p.per_chunk) {
@@ -127,6 +128,10 @@ class CpuConvOps final : public ConvOps {
  private:
   // The layer's choice is own and the own kernels take this shape (else the library runs it).
   static bool on_own_kernels(const ConvGeometry& g) { return own_kernels() && thin_conv::supports(g); }
+  // oneDNN's algorithm: Winograd where the layer's choice is winograd.
+  static onednn_conv::Algorithm algorithm() {
+    return winograd_convolutions() ? onednn_conv::Algorithm::winograd : onednn_conv::Algorithm::direct;
+  }
 
   struct Plan {
     int positions, rows, per_chunk;

@@ -30,6 +30,7 @@ struct Plan {
   memory::dims src_dims, weight_dims, bias_dims, dst_dims, strides, pad;
   // The user layouts (NCHW, OIHW) of the same shapes.
   memory::desc src_user, dst_user, weights_user, bias_user;
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;  // the forward's and the input gradient's
   dnnl::convolution_forward::primitive_desc forward_desc;
   dnnl::convolution_forward forward;
   memory src, weights, bias, dst;
@@ -45,7 +46,7 @@ struct Plan {
   memory weights_src, diff_dst, diff_weights, diff_bias;  // weight gradient
   memory data_weights, data_diff_dst, diff_src;           // input gradient
 
-  explicit Plan(const ConvGeometry& g)
+  Plan(const ConvGeometry& g, Algorithm wanted)
       : src_dims{g.n, g.c, g.h, g.w},
         weight_dims{g.out_c, g.c, g.kh, g.kw},
         bias_dims{g.out_c},
@@ -56,26 +57,44 @@ struct Plan {
         dst_user(plain(dst_dims, tag::nchw)),
         weights_user(plain(weight_dims, tag::oihw)),
         bias_user(plain(bias_dims, tag::x)),
-        forward_desc({dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                      chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims), bias_user,
-                      chosen_by_primitive(dst_dims), strides, pad, pad},
-                     engine()),
+        forward_desc(make_forward_desc(wanted)),
         forward(forward_desc),
         src(forward_desc.src_desc(), engine()),
         weights(forward_desc.weights_desc(), engine()),
         bias(bias_user, engine()),
         dst(forward_desc.dst_desc(), engine()) {}
 
+  // The forward pass in `algorithm`, where oneDNN has it for this geometry (else direct).
+  dnnl::convolution_forward::primitive_desc make_forward_desc(Algorithm wanted) {
+    if (wanted == Algorithm::winograd) {
+      try {
+        auto desc = forward_in(dnnl::algorithm::convolution_winograd);
+        algorithm = dnnl::algorithm::convolution_winograd;
+        return desc;
+      } catch (const dnnl::error&) {  // not for this geometry: direct, as every run would
+      }
+    }
+    return forward_in(dnnl::algorithm::convolution_direct);
+  }
+  dnnl::convolution_forward::primitive_desc forward_in(dnnl::algorithm algorithm) const {
+    return {{dnnl::prop_kind::forward_training, algorithm, chosen_by_primitive(src_dims),
+             chosen_by_primitive(weight_dims), bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
+            engine()};
+  }
+
   void prepare_backward() {
     if (backward_ready) return;
+    // The input gradient in the forward's algorithm; the weight gradient always
+    // direct, with a direct forward as its hint.
     const dnnl::convolution_backward_data::primitive_desc data(
-        {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
+        {algorithm, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
          chosen_by_primitive(dst_dims), strides, pad, pad},
         engine(), forward_desc);
+    const bool direct = algorithm == dnnl::algorithm::convolution_direct;
     const dnnl::convolution_backward_weights::primitive_desc grads(
         {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
          bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine(), forward_desc);
+        engine(), direct ? forward_desc : forward_in(dnnl::algorithm::convolution_direct));
     backward_data = dnnl::convolution_backward_data(data);
     backward_weights = dnnl::convolution_backward_weights(grads);
     // Where a gradient reads an operand in the forward's layout, it reads the forward's copy.
@@ -91,9 +110,10 @@ struct Plan {
   }
 };
 
-using GeometryKey = std::tuple<int, int, int, int, int, int, int, int, int>;
-GeometryKey key_of(const ConvGeometry& g) {
-  return {g.n, g.c, g.h, g.w, g.out_c, g.kh, g.kw, g.stride, g.padding};
+// A layer's geometry and algorithm: train.cpu_kernels = tune times both algorithms on one layer.
+using GeometryKey = std::tuple<int, int, int, int, int, int, int, int, int, Algorithm>;
+GeometryKey key_of(const ConvGeometry& g, Algorithm algorithm) {
+  return {g.n, g.c, g.h, g.w, g.out_c, g.kh, g.kw, g.stride, g.padding, algorithm};
 }
 
 struct Scratch final : LayerScratch {
@@ -101,9 +121,9 @@ struct Scratch final : LayerScratch {
   dnnl::stream stream{engine()};
   std::vector<float> gradient;  // a weight gradient in OIHW, to add onto an accumulated one
 
-  Plan& plan(const ConvGeometry& g) {
-    std::unique_ptr<Plan>& p = plans[key_of(g)];
-    if (!p) p = std::make_unique<Plan>(g);
+  Plan& plan(const ConvGeometry& g, Algorithm algorithm) {
+    std::unique_ptr<Plan>& p = plans[key_of(g, algorithm)];
+    if (!p) p = std::make_unique<Plan>(g, algorithm);
     return *p;
   }
   // Copies user data (layout `from`) at `data` into `to`, in to's layout.
@@ -133,13 +153,27 @@ void run(const char* what, const ConvGeometry& g, Work&& work) {
 
 }  // namespace
 
+bool winograd_available(const ConvGeometry& g) {
+  if (g.kh != 3 || g.kw != 3 || g.stride != 1 || g.n < 1) return false;
+  try {
+    return Plan(g, Algorithm::winograd).algorithm == dnnl::algorithm::convolution_winograd;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool winograd_runs() {
+  static const bool runs = winograd_available({1, 16, 8, 8, 16, 3, 3, 1, 1});
+  return runs;
+}
+
 std::unique_ptr<LayerScratch> make_scratch() { return std::make_unique<Scratch>(); }
 
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
-             LayerScratch& scratch) {
+             Algorithm algorithm, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
   run("forward", g, [&] {
-    Plan& p = s.plan(g);
+    Plan& p = s.plan(g, algorithm);
     s.reorder_in(p.src_user, x, p.src);
     s.reorder_in(p.weights_user, weight, p.weights);
     s.reorder_in(p.bias_user, bias, p.bias);
@@ -153,10 +187,10 @@ void forward(const float* x, const float* weight, const float* bias, float* y, c
 }
 
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
-                     bool accumulate, LayerScratch& scratch) {
+                     bool accumulate, Algorithm algorithm, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
   run("weight gradient", g, [&] {
-    Plan& p = s.plan(g);
+    Plan& p = s.plan(g, algorithm);
     p.prepare_backward();
     // The forward input is still in the plan's memory unless another input came since.
     const bool shares_forward_copy = p.weights_src.get_data_handle() == p.src.get_data_handle();
@@ -184,10 +218,11 @@ void backward_params(const float* x, const float* dy, float* dweight, float* dbi
   });
 }
 
-void backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g, LayerScratch& scratch) {
+void backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g, Algorithm algorithm,
+                    LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
   run("input gradient", g, [&] {
-    Plan& p = s.plan(g);
+    Plan& p = s.plan(g, algorithm);
     p.prepare_backward();
     // The weights and dy are in the plan's memory from this step's forward and weight gradient.
     if (p.diff_dst_of != dy || p.data_diff_dst.get_data_handle() != p.diff_dst.get_data_handle())

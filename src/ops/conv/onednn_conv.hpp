@@ -15,11 +15,25 @@
 
 namespace mpiddp::cpu::onednn_conv {
 
+// direct: the sums PyTorch's CPU convolutions compute. winograd: oneDNN's
+// Winograd kernels (F(4x4, 3x3), AVX-512 only) for the forward pass and the input
+// gradient, about 1e-6 of the output's scale from direct (other bits); the weight
+// gradient stays direct (Winograd's was slower on 14 x 14 images). A geometry the
+// Winograd kernels refuse (some batch size) runs direct, the same every run.
+enum class Algorithm { direct, winograd };
+
+// Whether oneDNN runs Winograd convolutions for `g` on this CPU (a 3 x 3,
+// stride-1 convolution, and oneDNN's AVX-512 kernels take it); winograd_runs():
+// for some geometry (this CPU has them at all).
+bool winograd_available(const ConvGeometry& g);
+bool winograd_runs();
+
 std::unique_ptr<LayerScratch> make_scratch();
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
-             LayerScratch& scratch);
+             Algorithm algorithm, LayerScratch& scratch);
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
-                     bool accumulate, LayerScratch& scratch);
-void backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g, LayerScratch& scratch);
+                     bool accumulate, Algorithm algorithm, LayerScratch& scratch);
+void backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g, Algorithm algorithm,
+                    LayerScratch& scratch);
 
 }  // namespace mpiddp::cpu::onednn_conv
