@@ -46,11 +46,12 @@ CpuKernels library_for_products() {
   return layers_only(library) ? active : library;
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
-bool winograd_convolutions() { return library_in_effect() == CpuKernels::winograd; }
+// (Only where oneDNN is linked: in a build without it, a winograd scope runs the process's library.)
+bool winograd_convolutions() { return library_in_effect() == CpuKernels::winograd && onednn::linked(); }
 bool onednn_convolutions() { return library_for_products() == CpuKernels::onednn || winograd_convolutions(); }
 const char* convolution_method(CpuKernels library) {
   if (library == CpuKernels::own) return "own thin-convolution kernels";
-  if (library == CpuKernels::winograd) return "onednn winograd primitives";
+  if (library == CpuKernels::winograd) return "onednn winograd primitives (weight gradient direct)";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }

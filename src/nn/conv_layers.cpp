@@ -68,6 +68,7 @@ std::string Conv2d::arguments() const {
 }
 
 void Conv2d::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
+  winograd_.reset();
   in_ = image_shape(in, "conv2d");
   const std::size_t k = static_cast<std::size_t>(kernel_);
   weight_ = params.add(prefix + ".weight", {out_c_, in_[0], k, k});
@@ -96,12 +97,18 @@ ConvGeometry Conv2d::geometry(std::size_t samples) const {
 // After declare(): the input shape decides.
 bool Conv2d::has_own_kernels() const { return !in_.empty() && cpu::thin_conv::supports(geometry(1)); }
 bool Conv2d::own_kernels_suit(int threads) const { return !in_.empty() && cpu::thin_conv::suits(geometry(1), threads); }
-bool Conv2d::has_winograd() const { return !in_.empty() && cpu::onednn_conv::winograd_available(geometry(1)); }
-// Not for few input channels (what own kernels suit on one thread), whatever the
-// threads: there Winograd's transforms outweigh its savings (a 1-channel ResNet stem
+// Asked of oneDNN once (it builds the primitives to know): the geometry is fixed after declare().
+bool Conv2d::has_winograd() const {
+  if (in_.empty()) return false;
+  if (!winograd_) winograd_ = cpu::onednn_conv::winograd_available(geometry(1));
+  return *winograd_;
+}
+// Not for few input channels (the rows own kernels suit), whatever the threads and
+// CPU: there Winograd's transforms outweigh its savings (a 1-channel ResNet stem
 // took 3x the direct convolution's time).
 bool Conv2d::winograd_suits(int /*threads*/) const {
-  return has_winograd() && !cpu::thin_conv::suits(geometry(1), 1);
+  const ConvGeometry g = geometry(1);
+  return has_winograd() && g.c * g.kh * g.kw > cpu::thin_conv::kSuitedRows;
 }
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {

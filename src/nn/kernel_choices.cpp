@@ -117,7 +117,7 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
   return parsed->process;
 }
 
-void give_own_kernels(Sequential& model, CpuKernels setting, int threads) {
+void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere) {
   if (setting == CpuKernels::own && !cpu::thin_conv::available())
     throw InputError("train.cpu_kernels = own: mpiddp's own kernels need an x86-64 CPU with AVX2 and FMA; "
                      "use auto");
@@ -130,7 +130,8 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads) {
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);
-    else if (setting == CpuKernels::winograd ? layer.has_winograd() : rule && layer.winograd_suits(threads))
+    else if (setting == CpuKernels::winograd ? layer.has_winograd()
+                                             : rule && winograd_everywhere && layer.winograd_suits(threads))
       layer.set_cpu_kernels(CpuKernels::winograd);
   });
 }

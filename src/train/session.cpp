@@ -12,6 +12,7 @@
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/kernel_choices.hpp"
+#include "ops/conv/onednn_conv.hpp"
 #include "ops/conv/thin_conv.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 #include "mpiddp/train/elastic.hpp"
@@ -234,7 +235,10 @@ void TrainingSession::build_model() {
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
   if (compute.device->kind() == DeviceKind::cuda) return;
-  agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads); });
+  // auto gives Winograd's kernels only where every rank's CPU runs them: a job across
+  // AVX-512 nodes and older ones keeps the direct convolutions instead of failing.
+  const bool winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
+  agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
   take_root_kernel_choices();
 }
 

@@ -17,7 +17,8 @@ LAYER_CASES=${LAYER_CASES:-$(dirname "$MPIDDP")/tests/layer_cases}
 kernels=(openblas)
 grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && kernels+=(onednn)
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then kernels+=(own); fi
-grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && grep -qw avx512f /proc/cpuinfo && kernels+=(winograd)
+if grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
+  && grep -qw avx512dq /proc/cpuinfo; then kernels+=(winograd); fi
 for k in "${kernels[@]}"; do
   "$LAYER_CASES" "$WORK/cases-$k.h5" "$k" > "$WORK/cases-$k.log" 2>&1 && pass "$k: $(cat "$WORK/cases-$k.log")" \
     || { fail "layer_cases $k exited $?: $(cat "$WORK/cases-$k.log")"; continue; }

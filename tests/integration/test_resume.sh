@@ -192,6 +192,25 @@ PY
   expect_error kernels-no-layer 2 "$WORK/t-bn.h5: CPU kernel choice for layers.9, a layer this model does not have" \
     "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
 fi
+# kernels_kept TAG LAYERS RUN...: the run RUN... in $WORK/TAG-straight (6 steps, a
+# checkpoint every 3) names its layers' kernels LAYERS after the process's library
+# in its checkpoint, and a resume with auto from step 3 takes them (no note on
+# rounding) and ends bit-identical.
+kernels_kept() {
+  local tag=$1 layers=$2; shift 2
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit((v.decode() if isinstance(v, bytes) else v).split(';')[1:] != sys.argv[2].split(';'))" \
+    "$(latest_checkpoint "$WORK/$tag-straight")" "$layers" && pass "$tag: the checkpoint names them ($layers)" \
+    || fail "$tag: cpu_kernels attribute, not $layers"
+  mkdir -p "$WORK/$tag-split/checkpoints"
+  cp "$WORK/$tag-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/$tag-split/checkpoints/"
+  run_ranks 2 "$@" --run.dir "$WORK/$tag-split" --resume "$WORK/$tag-split/checkpoints/ckpt-step-000000003.h5" \
+    > "$WORK/$tag-resume.log" 2>&1 || fail "$tag: resume exited $?"
+  ! grep -q "note: this run trained" "$WORK/$tag-resume.log" \
+    && same_parameters "$(latest_checkpoint "$WORK/$tag-straight")" "$(latest_checkpoint "$WORK/$tag-split")" \
+    && pass "$tag: a resume with auto takes them and ends bit-identical" \
+    || fail "$tag: resume: $(grep -i kernels "$WORK/$tag-resume.log")"
+}
 # mpiddp's own kernels (x86-64 with AVX2 and FMA): auto gives them to the
 # 1-channel convolution where a rank runs one thread; the checkpoint names them
 # per layer, the banner lists them, and a resume with auto takes them and ends
@@ -202,47 +221,27 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   grep -q "^CPU kernels of mpiddp's own (AVX[-0-9A-Z+]*): layers.0$" "$WORK/o1.log" \
     && pass "auto runs the 1-channel convolution on mpiddp's own kernels, as the banner says" \
     || fail "own kernels banner: $(grep -i kernels "$WORK/o1.log")"
-  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit((v.decode() if isinstance(v, bytes) else v).split(';')[1:] != ['layers.0=own'])" \
-    "$(latest_checkpoint "$WORK/o-straight")" && pass "the checkpoint names them for that layer" \
-    || fail "own cpu_kernels attribute"
-  mkdir -p "$WORK/o-split/checkpoints"
-  cp "$WORK/o-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/o-split/checkpoints/"
-  run_ranks 2 "${kernels_run[@]}" --run.dir "$WORK/o-split" --resume "$WORK/o-split/checkpoints/ckpt-step-000000003.h5" \
-    > "$WORK/o2.log" 2>&1 || fail "own resume exited $?"
-  ! grep -q "note: this run trained" "$WORK/o2.log" \
-    && same_parameters "$(latest_checkpoint "$WORK/o-straight")" "$(latest_checkpoint "$WORK/o-split")" \
-    && pass "a resume with auto takes them and ends bit-identical" || fail "own resume: $(grep -i kernels "$WORK/o2.log")"
+  kernels_kept o "layers.0=own" "${kernels_run[@]}"
   cp "$WORK/o-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/o-linear.h5"
   "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); a = f.attrs['cpu_kernels']; a = a.decode() if isinstance(a, bytes) else a; f.attrs['cpu_kernels'] = numpy.bytes_(a.split(';')[0] + ';layers.5=own')" "$WORK/o-linear.h5"
   expect_error kernels-own-linear 2 "$WORK/o-linear.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels of its own" \
     "${kernels_run[@]}" --run.dir "$WORK/o-linear" --resume "$WORK/o-linear.h5"
 fi
-# oneDNN's Winograd convolutions (CPUs with AVX-512): auto gives them to the 3x3
-# convolution with several input channels (the 1-channel one keeps mpiddp's own
-# kernels); the banner lists them, the checkpoint names them per layer, and a
-# resume with auto takes them and ends bit-identical.
+# oneDNN's Winograd convolutions (CPUs with AVX-512): auto gives them to a 3x3
+# convolution with 4 input channels (the 8x8 images read as 4x4x4); the banner lists
+# them, the checkpoint names them per layer, a resume with auto takes them and ends
+# bit-identical, and the same run on the direct convolutions differs in bits.
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
-  wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
-    --model.layers "conv2d(4,3,padding=1) relu conv2d(8,3,padding=1) batchnorm2d relu flatten linear"
+  wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
+    --model.layers "conv2d(8,3,padding=1) batchnorm2d relu flatten linear"
     --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
     --checkpoint.keep 5)
   run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-straight" > "$WORK/w1.log" 2>&1 || fail "winograd run exited $?"
-  grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.2$" "$WORK/w1.log" \
+  grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.0$" "$WORK/w1.log" \
     && pass "auto runs the 4-channel 3x3 convolution on oneDNN's Winograd kernels, as the banner says" \
     || fail "winograd banner: $(grep -i -e kernels -e winograd "$WORK/w1.log")"
-  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit((v.decode() if isinstance(v, bytes) else v) != 'onednn;layers.0=own;layers.2=winograd')" \
-    "$(latest_checkpoint "$WORK/w-straight")" && pass "the checkpoint names them for that layer" \
-    || fail "winograd cpu_kernels attribute"
-  mkdir -p "$WORK/w-split/checkpoints"
-  cp "$WORK/w-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/w-split/checkpoints/"
-  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-split" --resume "$WORK/w-split/checkpoints/ckpt-step-000000003.h5" \
-    > "$WORK/w2.log" 2>&1 || fail "winograd resume exited $?"
-  ! grep -q "note: this run trained" "$WORK/w2.log" \
-    && same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$(latest_checkpoint "$WORK/w-split")" \
-    && pass "a resume with auto takes them and ends bit-identical" || fail "winograd resume: $(grep -i kernels "$WORK/w2.log")"
+  kernels_kept w "layers.0=winograd" "${wino_run[@]}"
   # The same run with the direct convolutions (onednn) differs in rounding only.
   run_ranks 2 "${wino_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/w-direct" > "$WORK/w3.log" 2>&1 \
     || fail "direct run exited $?"

@@ -355,9 +355,9 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
 TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to every convolution", "[gemm]") {
   const std::string layers =
       "conv2d(4,3,padding=1) relu conv2d(8,3,padding=1) relu conv2d(8,3,padding=1) flatten linear";
-  const auto choices = [&](CpuKernels setting, int threads) {
+  const auto choices = [&](CpuKernels setting, int threads, bool winograd_everywhere = true) {
     auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 6, 6}, 5);
-    give_own_kernels(*model, setting, threads);
+    give_own_kernels(*model, setting, threads, winograd_everywhere);
     return kernel_choices_text(*model, CpuKernels::openblas);
   };
   CHECK(choices(CpuKernels::onednn, 1) == "openblas");
@@ -376,6 +376,8 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
   // The own kernels run on one thread; Winograd's never suit the 1-channel convolution.
   CHECK(choices(CpuKernels::automatic, 2) == "openblas" + rest);
   CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own");
+  // A rank whose CPU lacks them keeps every rank on the direct convolutions.
+  CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own");
   if (winograd)
     CHECK(choices(CpuKernels::winograd, 1) == "openblas;layers.0=winograd" + rest);
   else

@@ -45,7 +45,8 @@ bool winograd_convolutions();
 CpuKernels library_for_products();
 // Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp:
 // under that library, or winograd), and a library's method's name: "onednn primitives",
-// "im2col+openblas", "own thin-convolution kernels" or "onednn winograd primitives".
+// "im2col+openblas", "own thin-convolution kernels" or "onednn winograd primitives
+// (weight gradient direct)".
 bool onednn_convolutions();
 const char* convolution_method(CpuKernels library);
 // Whether this build links oneDNN, and its version ("" when it does not).

@@ -1,5 +1,7 @@
 #pragma once
 // The image layers: Conv2d and 2-D pooling, on samples of shape {C, H, W}.
+#include <optional>
+
 #include "ops/conv/conv_ops.hpp"
 #include "ops/pool/pool_ops.hpp"
 #include "mpiddp/device/index_buffer.hpp"
@@ -44,6 +46,7 @@ class Conv2d final : public Layer {
   std::size_t weight_ = 0, bias_ = 0;
   ParameterStore* params_ = nullptr;
   std::unique_ptr<LayerScratch> scratch_;
+  mutable std::optional<bool> winograd_;  // has_winograd(), once known
 };
 
 enum class PoolKind { max, average };

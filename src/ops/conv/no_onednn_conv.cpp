@@ -1,5 +1,6 @@
 // A build without oneDNN: the CPU conv ops never choose these (cpu_kernels cannot
-// resolve to onednn, cpu_gemm.cpp, and no layer has Winograd kernels), so reaching one is a bug.
+// resolve to onednn, and winograd_convolutions() is false without oneDNN:
+// cpu_gemm.cpp), so reaching one is a bug.
 #include "onednn_conv.hpp"
 
 #include "mpiddp/common/error.hpp"

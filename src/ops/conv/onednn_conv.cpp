@@ -82,14 +82,32 @@ struct Plan {
             engine()};
   }
 
+  // `used`, if given: the algorithm it runs.
+  dnnl::convolution_backward_data::primitive_desc input_gradient_desc(dnnl::algorithm* used = nullptr) const {
+    const auto in = [&](dnnl::algorithm a, const dnnl::convolution_forward::primitive_desc& hint) {
+      return dnnl::convolution_backward_data::primitive_desc(
+          {a, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims), chosen_by_primitive(dst_dims), strides,
+           pad, pad},
+          engine(), hint);
+    };
+    if (used) *used = algorithm;
+    if (algorithm == dnnl::algorithm::convolution_winograd) {
+      try {
+        return in(algorithm, forward_desc);
+      } catch (const dnnl::error&) {  // as the forward's refusal: direct, the same every run
+        if (used) *used = dnnl::algorithm::convolution_direct;
+        return in(dnnl::algorithm::convolution_direct, forward_in(dnnl::algorithm::convolution_direct));
+      }
+    }
+    return in(algorithm, forward_desc);
+  }
+
   void prepare_backward() {
     if (backward_ready) return;
-    // The input gradient in the forward's algorithm; the weight gradient always
-    // direct, with a direct forward as its hint.
-    const dnnl::convolution_backward_data::primitive_desc data(
-        {algorithm, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
-         chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine(), forward_desc);
+    // The input gradient in the forward's algorithm (direct where oneDNN refuses
+    // Winograd's for this geometry); the weight gradient always direct, with a
+    // direct forward as its hint.
+    const dnnl::convolution_backward_data::primitive_desc data = input_gradient_desc();
     const bool direct = algorithm == dnnl::algorithm::convolution_direct;
     const dnnl::convolution_backward_weights::primitive_desc grads(
         {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
@@ -153,10 +171,15 @@ void run(const char* what, const ConvGeometry& g, Work&& work) {
 
 }  // namespace
 
+// Both passes that would run it: a forward pass on Winograd with a direct input gradient helps little.
 bool winograd_available(const ConvGeometry& g) {
   if (g.kh != 3 || g.kw != 3 || g.stride != 1 || g.n < 1) return false;
   try {
-    return Plan(g, Algorithm::winograd).algorithm == dnnl::algorithm::convolution_winograd;
+    const Plan plan(g, Algorithm::winograd);
+    if (plan.algorithm != dnnl::algorithm::convolution_winograd) return false;
+    dnnl::algorithm input_gradient = dnnl::algorithm::undef;
+    plan.input_gradient_desc(&input_gradient);
+    return input_gradient == dnnl::algorithm::convolution_winograd;
   } catch (const dnnl::error&) {
     return false;
   }
