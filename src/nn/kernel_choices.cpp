@@ -126,12 +126,15 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool w
                      (cpu::onednn_linked() ? "oneDNN has Winograd convolutions only for CPUs with AVX-512"
                                            : "this mpiddp was built without oneDNN") +
                      "; use auto");
-  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune;
+  if (setting == CpuKernels::winograd && !winograd_everywhere)
+    throw InputError("train.cpu_kernels = winograd: another rank's CPU lacks oneDNN's Winograd convolutions "
+                     "(AVX-512); use auto");
+  // winograd is auto's rule, and Winograd's kernels where they suit.
+  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || setting == CpuKernels::winograd;
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);
-    else if (setting == CpuKernels::winograd ? layer.has_winograd()
-                                             : rule && winograd_everywhere && layer.winograd_suits(threads))
+    else if (setting == CpuKernels::winograd && layer.winograd_suits(threads))
       layer.set_cpu_kernels(CpuKernels::winograd);
   });
 }

@@ -92,9 +92,7 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
     const bool winograd = layer.has_winograd();
     if (winograd) t.winograd_ms = time_on(CpuKernels::winograd);
     // The default, then whichever beats the best so far by the margin.
-    t.chosen = own && layer.own_kernels_suit(threads)            ? CpuKernels::own
-               : winograd && layer.winograd_suits(threads) ? CpuKernels::winograd
-                                                           : CpuKernels::onednn;
+    t.chosen = own && layer.own_kernels_suit(threads) ? CpuKernels::own : CpuKernels::onednn;
     const std::pair<CpuKernels, double> timed[] = {{CpuKernels::onednn, t.onednn_ms},
                                                    {CpuKernels::openblas, t.openblas_ms},
                                                    {CpuKernels::own, t.own_ms},

@@ -235,8 +235,7 @@ void TrainingSession::build_model() {
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
   if (compute.device->kind() == DeviceKind::cuda) return;
-  // auto gives Winograd's kernels only where every rank's CPU runs them: a job across
-  // AVX-512 nodes and older ones keeps the direct convolutions instead of failing.
+  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU.
   const bool winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
   agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
   take_root_kernel_choices();

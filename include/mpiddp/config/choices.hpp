@@ -31,8 +31,8 @@ struct ChoiceNames<DataTask> {
 
 // train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp);
 // own: mpiddp's own kernels for every layer that has them (thin convolutions),
-// the library of auto for the rest; winograd: oneDNN's Winograd convolutions for
-// every layer that has them (3 x 3, stride 1, on AVX-512), the same for the rest;
+// the library of auto for the rest; winograd: auto's choices, and oneDNN's
+// Winograd convolutions for the layers they suit (3 x 3, stride 1, on AVX-512);
 // tune: timed per layer at start-up (train/kernel_tuning.hpp).
 enum class CpuKernels { automatic, onednn, openblas, own, winograd, tune };
 template <>

@@ -108,8 +108,8 @@ class Layer {
   virtual bool has_own_kernels() const { return false; }
   virtual bool own_kernels_suit(int /*threads*/) const { return false; }
   // Whether oneDNN runs Winograd convolutions for it on this CPU (a 3 x 3, stride-1
-  // Conv2d, AVX-512), which train.cpu_kernels = winograd gives it; and whether auto
-  // gives them to it (where they ran faster than the direct ones: not with few input channels).
+  // Conv2d, AVX-512), and whether train.cpu_kernels = winograd gives them to it
+  // (where they ran faster than the direct ones: not with few input channels).
   virtual bool has_winograd() const { return false; }
   virtual bool winograd_suits(int /*threads*/) const { return false; }
   // That library (CpuKernels::automatic: the process's); the chains run the

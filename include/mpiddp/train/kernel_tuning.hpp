@@ -22,8 +22,7 @@ struct TunedLayer {
 };
 
 // Times and sets each such layer's library for batches of `samples`, against the
-// layer's default (its choice under auto: own where own_kernels_suit, winograd
-// where winograd_suits, else oneDNN),
+// layer's default (its choice under auto: own where own_kernels_suit, else oneDNN),
 // which another must beat by 10%. Nothing is timed without oneDNN in the build
 // (one library) or off the CPU.
 std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads);
