@@ -250,6 +250,20 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
   direct=$(latest_checkpoint "$WORK/w-direct")
   [ -f "$direct" ] && ! same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$direct" \
     && pass "the direct convolutions give other bits (the choice is real)" || fail "winograd and direct gave the same bits"
+  # A CPU without AVX-512 (oneDNN held to AVX2) is refused the setting with one
+  # line, and so is a job where only another rank's CPU lacks it (rank 1 held to AVX2).
+  ONEDNN_MAX_CPU_ISA=AVX2 expect_input_error winograd-avx2 2 \
+    "train.cpu_kernels = winograd: oneDNN has Winograd convolutions only for CPUs with AVX-512; use auto" \
+    "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-avx2"
+  rc=0
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-mixed" \
+    : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-mixed" \
+    > "$WORK/w-mixed.log" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ "$(grep -c "mpiddp: error:" "$WORK/w-mixed.log")" = 1 ] \
+    && grep -q "^mpiddp: error: rank 0: train.cpu_kernels = winograd: another rank's CPU lacks oneDNN's Winograd convolutions (AVX-512); use auto$" "$WORK/w-mixed.log" \
+    && pass "a job where rank 1's CPU lacks AVX-512 is refused winograd in one line (exit 2)" \
+    || fail "mixed-ISA winograd job: exit $rc, $(grep error "$WORK/w-mixed.log")"
+  [ ! -e "$WORK/w-mixed/checkpoints" ] || fail "the refused mixed-ISA job wrote checkpoints"
 fi
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
 edits=0

@@ -64,7 +64,7 @@ struct Plan {
         bias(bias_user, engine()),
         dst(forward_desc.dst_desc(), engine()) {}
 
-  // The forward pass in `algorithm`, where oneDNN has it for this geometry (else direct).
+  // The forward pass in the `wanted` algorithm, where oneDNN has it for this geometry (else direct).
   dnnl::convolution_forward::primitive_desc make_forward_desc(Algorithm wanted) {
     if (wanted == Algorithm::winograd) {
       try {
@@ -76,8 +76,8 @@ struct Plan {
     }
     return forward_in(dnnl::algorithm::convolution_direct);
   }
-  dnnl::convolution_forward::primitive_desc forward_in(dnnl::algorithm algorithm) const {
-    return {{dnnl::prop_kind::forward_training, algorithm, chosen_by_primitive(src_dims),
+  dnnl::convolution_forward::primitive_desc forward_in(dnnl::algorithm method) const {
+    return {{dnnl::prop_kind::forward_training, method, chosen_by_primitive(src_dims),
              chosen_by_primitive(weight_dims), bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
             engine()};
   }
