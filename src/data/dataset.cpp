@@ -14,11 +14,15 @@
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/simd.hpp"
+#include "io/mapped_reads.hpp"
 #include "io/stored_extent.hpp"
 #include "shard.hpp"
 #include "token_windows.hpp"
 
 namespace mpiddp {
+namespace {
+constexpr const char* kShrankWhileTraining = "shard was truncated or replaced while training";
+}  // namespace
 
 Shard::Shard(Shard&& other) noexcept
     : path(std::move(other.path)),
@@ -291,7 +295,7 @@ void ShardedDataset::check_not_truncated(const Shard& shard) const {
   // check the size first and fail with a message instead.
   struct stat info {};
   if (::fstat(shard.mapping.fd, &info) != 0 || static_cast<std::size_t>(info.st_size) < shard.mapping.length)
-    throw InputError(shard.path + ": shard was truncated or replaced while training");
+    throw InputError(shard.path + ": " + kShrankWhileTraining);
 }
 
 // NaN or Inf in the data would surface as a "non-finite loss" at some later step,
@@ -333,41 +337,47 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
     const auto row = static_cast<std::size_t>(g - it->first);
     return Located{&*it, row, features_of(*it, row)};
   };
-  for (std::size_t p = 0; p < n; ++p) {
-    const Located at = locate(p);
-    // The sampler's order is random, so no hardware prefetcher guesses the next
-    // row: it is asked for while this one is copied (half of the loader's time
-    // was waiting for rows on Fashion-MNIST). Only a row inside its shard's rows
-    // is asked for; the next sample's own checks come at its turn, so each
-    // sample's errors come in sample order.
-    if (p + 1 < n && indices[p + 1] >= 0 && indices[p + 1] < size_) {
-      const auto it = shard_of(indices[p + 1]);
-      const auto row = static_cast<std::size_t>(indices[p + 1] - it->first);
-      if (static_cast<std::int64_t>(row) < it->rows && checked[static_cast<std::size_t>(it - shards_.begin())])
-        for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(features_of(*it, row) + b);
+  // A file cut after its size check makes the reads below fault (SIGBUS): the
+  // guard turns that into the check's own error.
+  const std::string* reading = nullptr;
+  io::guard_mapped_reads([&] {
+    for (std::size_t p = 0; p < n; ++p) {
+      const Located at = locate(p);
+      reading = &at.shard->path;  // the file the reads below touch
+      // The sampler's order is random, so no hardware prefetcher guesses the next
+      // row: it is asked for while this one is copied (half of the loader's time
+      // was waiting for rows on Fashion-MNIST). Only a row inside its shard's rows
+      // is asked for; the next sample's own checks come at its turn, so each
+      // sample's errors come in sample order.
+      if (p + 1 < n && indices[p + 1] >= 0 && indices[p + 1] < size_) {
+        const auto it = shard_of(indices[p + 1]);
+        const auto row = static_cast<std::size_t>(indices[p + 1] - it->first);
+        if (static_cast<std::int64_t>(row) < it->rows && checked[static_cast<std::size_t>(it - shards_.begin())])
+          for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(features_of(*it, row) + b);
+      }
+      const Shard& shard = *at.shard;
+      const std::size_t row = at.row;
+      float* dst = out.features.row(p);
+      if (stored_uint8_) {
+        scale_bytes(dst, at.features, feature_dim_, scale);
+      } else if (!copy_all_finite(dst, at.features, feature_dim_)) {
+        refuse_nonfinite(dst, shard, row, "feature");
+      }
+      const unsigned char* base = shard.mapping.base;
+      if (kind_ == LabelKind::class_id) {
+        std::int32_t label;
+        std::memcpy(&label, base + shard.mapping.labels_offset + row * sizeof(std::int32_t), sizeof(label));
+        if (classes_ > 0 && (label < 0 || label >= classes_))
+          throw InputError(shard.path + ": row " + std::to_string(row) + ": label " + std::to_string(label) +
+                           " outside [0, " + std::to_string(classes_) + ")");
+        out.class_ids[p] = label;
+      } else {
+        float* targets = out.targets.row(p);
+        const unsigned char* stored = base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float);
+        if (!copy_all_finite(targets, stored, target_dim_)) refuse_nonfinite(targets, shard, row, "regression target");
+      }
     }
-    const Shard& shard = *at.shard;
-    const std::size_t row = at.row;
-    float* dst = out.features.row(p);
-    if (stored_uint8_) {
-      scale_bytes(dst, at.features, feature_dim_, scale);
-    } else if (!copy_all_finite(dst, at.features, feature_dim_)) {
-      refuse_nonfinite(dst, shard, row, "feature");
-    }
-    const unsigned char* base = shard.mapping.base;
-    if (kind_ == LabelKind::class_id) {
-      std::int32_t label;
-      std::memcpy(&label, base + shard.mapping.labels_offset + row * sizeof(std::int32_t), sizeof(label));
-      if (classes_ > 0 && (label < 0 || label >= classes_))
-        throw InputError(shard.path + ": row " + std::to_string(row) + ": label " + std::to_string(label) +
-                         " outside [0, " + std::to_string(classes_) + ")");
-      out.class_ids[p] = label;
-    } else {
-      float* targets = out.targets.row(p);
-      if (!copy_all_finite(targets, base + shard.mapping.labels_offset + row * target_dim_ * sizeof(float), target_dim_))
-        refuse_nonfinite(targets, shard, row, "regression target");
-    }
-  }
+  }, reading, kShrankWhileTraining);
 }
 
 std::string ShardedDataset::describe() const {

@@ -1,0 +1,95 @@
+// io::guard_mapped_reads on a real mapping of a real file that shrinks under it:
+// a read past the new end (SIGBUS) becomes an InputError naming the file, the
+// reads before it and after it work, and the guard holds again on the next call
+// and on another thread (the loader's).
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/mapped_reads.hpp"
+#include "mpiddp/common/error.hpp"
+
+namespace {
+
+using mpiddp::InputError;
+using mpiddp::io::guard_mapped_reads;
+
+// A file of `pages` pages of the byte 7, mapped read-only, then cut to its first page.
+struct ShrunkMapping {
+  std::string path;
+  int fd = -1;
+  const volatile unsigned char* base = nullptr;
+  std::size_t length = 0;
+  explicit ShrunkMapping(std::size_t pages) {
+    char name[] = "/tmp/mpiddp-mapped-XXXXXX";
+    fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    path = name;
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    length = pages * page;
+    const std::vector<unsigned char> bytes(length, 7);
+    REQUIRE(::write(fd, bytes.data(), length) == static_cast<ssize_t>(length));
+    void* mapped = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+    REQUIRE(mapped != MAP_FAILED);
+    base = static_cast<const volatile unsigned char*>(mapped);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(page)) == 0);  // another process's truncate, as far as the mapping knows
+  }
+  ~ShrunkMapping() {
+    ::munmap(const_cast<unsigned char*>(base), length);
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a read past the end of a mapped file that shrank is an InputError naming the file", "[io]") {
+  ShrunkMapping file(3);
+  const std::string* reading = &file.path;
+  int sum = 0;
+  // Inside the page that is left: read as usual.
+  guard_mapped_reads([&] { sum += file.base[10]; }, reading, "cut short");
+  CHECK(sum == 7);
+  // Past it: the fault ends the read with the error, twice in a row (the handler
+  // leaves SIGBUS unblocked behind it), and the reads after it still work.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    INFO("attempt " << attempt);
+    CHECK_THROWS_WITH(guard_mapped_reads([&] { sum += file.base[file.length - 1]; }, reading, "cut short"),
+                      file.path + ": cut short");
+  }
+  guard_mapped_reads([&] { sum += file.base[20]; }, reading, "cut short");
+  CHECK(sum == 14);
+  // The file being read is the one the pointer names at the fault.
+  const std::string other = "/data/other.h5";
+  CHECK_THROWS_WITH(guard_mapped_reads(
+                        [&] {
+                          reading = &other;
+                          sum += file.base[file.length / 2];
+                        },
+                        reading, "gone"),
+                    "/data/other.h5: gone");
+  // An exception of the read's own passes through unchanged.
+  CHECK_THROWS_WITH(guard_mapped_reads([] { throw InputError("row 3: label 12"); }, reading, "cut short"),
+                    "row 3: label 12");
+}
+
+TEST_CASE("the SIGBUS guard holds on another thread", "[io]") {
+  ShrunkMapping file(2);
+  std::string error;
+  std::thread loader([&] {
+    const std::string* reading = &file.path;
+    try {
+      guard_mapped_reads([&] { (void)file.base[file.length - 1]; }, reading, "cut short");
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+  });
+  loader.join();
+  CHECK(error == file.path + ": cut short");
+}
