@@ -75,7 +75,8 @@ bool takes_model_input(const std::string& name) {
 
 }  // namespace
 
-std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads) {
+std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads,
+                                         bool winograd_everywhere) {
   std::vector<TunedLayer> tuned;
   if (!cpu::onednn_linked() || !model.device().is_host() || samples == 0) return tuned;
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape& in) {
@@ -89,7 +90,7 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
     t.openblas_ms = time_on(CpuKernels::openblas);
     const bool own = layer.has_own_kernels() && cpu::thin_conv::available();
     if (own) t.own_ms = time_on(CpuKernels::own);
-    const bool winograd = layer.has_winograd();
+    const bool winograd = winograd_everywhere && layer.has_winograd();
     if (winograd) t.winograd_ms = time_on(CpuKernels::winograd);
     // The default, then whichever beats the best so far by the margin.
     t.chosen = own && layer.own_kernels_suit(threads) ? CpuKernels::own : CpuKernels::onednn;

@@ -235,8 +235,11 @@ void TrainingSession::build_model() {
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
   if (compute.device->kind() == DeviceKind::cuda) return;
-  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU.
-  const bool winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
+  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU, and
+  // tune times them only then (tune_kernels); no other setting asks oneDNN.
+  const CpuKernels setting = config.train.cpu_kernels;
+  if (setting == CpuKernels::winograd || setting == CpuKernels::tune)
+    winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
   agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
   take_root_kernel_choices();
 }
@@ -341,7 +344,8 @@ void TrainingSession::restore(const std::string& resume) {
 // by side), and rank 0's choices go to all, so the ranks compute alike.
 void TrainingSession::tune_kernels() {
   agree_or_fail(comm, [&] {
-    tuned = tune_cpu_kernels(*model, static_cast<std::size_t>(config.train.batch_size), blas_threads);
+    tuned = tune_cpu_kernels(*model, static_cast<std::size_t>(config.train.batch_size), blas_threads,
+                             winograd_everywhere);
   });
   std::vector<std::uint8_t> chosen(tuned.size());
   for (std::size_t i = 0; i < tuned.size(); ++i) chosen[i] = static_cast<std::uint8_t>(tuned[i].chosen);

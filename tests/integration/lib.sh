@@ -139,10 +139,15 @@ expect_input_error() {
 # ---- background jobs (mpirun ... &) ----
 
 # wait_until SECONDS COMMAND...: polls COMMAND until it succeeds; non-zero if it never did in time.
+# Time is read from /proc/uptime, which a change of the date (a fresh VM's clock
+# being set) does not move, unlike bash's SECONDS.
 wait_until() {
-  local deadline=$((SECONDS + $1)); shift
+  local wait_limit=$1 wait_up wait_rest wait_deadline; shift
+  read -r wait_up wait_rest < /proc/uptime  # seconds with two decimals: counted in hundredths
+  wait_deadline=$((10#${wait_up/./} + 100 * wait_limit))
   until "$@"; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
+    read -r wait_up wait_rest < /proc/uptime
+    [ "$((10#${wait_up/./}))" -lt "$wait_deadline" ] || return 1
     sleep 0.05
   done
 }
@@ -169,6 +174,23 @@ rank_pid() {
     grep -qxz "OMPI_COMM_WORLD_RANK=$2" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return 0; }
   done
   return 0
+}
+
+# PIDs of the mpiddp processes whose command line has --run.dir RUN_DIR: the ranks
+# of a job that are no children of this shell (a Slurm job's).
+ranks_of_run() {
+  local p
+  for p in $(pgrep -x mpiddp || true); do
+    { tr '\0' ' ' < "/proc/$p/cmdline"; } 2>/dev/null | grep -qF -- "--run.dir $1 " && echo "$p"
+  done
+  return 0
+}
+# signal_pending PID SIGNUM: whether signal SIGNUM waits, not yet delivered, at
+# process PID (as at a stopped process).
+signal_pending() {
+  local mask
+  mask=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$mask" ] && (( (16#$mask >> ($2 - 1)) & 1 ))
 }
 
 # Whether any child of JOB is still running (not a zombie).

@@ -85,14 +85,22 @@ rc=0; slurm sbatch --wait --ntasks=2 --output="$WORK/bad.out" "$template" "$WORK
   && pass "bad input: job exit code 2 with the error line in its log" || fail "bad job rc $rc"
 
 # 5. Pre-emption: USR1 mid-training -> checkpoint, exit 75, scontrol requeue, resume, same bits.
-# Long enough that the signal, sent once epoch 2 has begun, lands mid-training.
+# The signal must land mid-training (a USR1 before the handler is in place would kill
+# the job, one after its end finds nothing): once epoch 2 has begun, the ranks are
+# frozen, Slurm signals them, and they go on only once it waits at both of them, so
+# however slow scancel's way through slurmctld and slurmstepd, the job cannot end first.
 long=(--train.epochs 30 --model.hidden 512,512 --train.log_every 10)
 slurm sbatch --parsable --ntasks=2 --output="$WORK/pre.out" "$template" "$WORK/base.ini" "${long[@]}" --run.dir "$WORK/pre" \
   > "$WORK/preid" || fail "sbatch of the job to pre-empt"
 id=$(cat "$WORK/preid" 2>/dev/null) || id=none
-# The signal must land mid-training (a USR1 before the handler is in place would kill the job).
+usr1_waits_at_all() { local p; for p in $ranks; do signal_pending "$p" 10 || return 1; done; }
 if wait_for_job_line "$WORK/pre.out" "^epoch 2/30 step "; then
+  ranks=$(ranks_of_run "$WORK/pre")
+  [ "$(wc -w <<< "$ranks")" = 2 ] || fail "pre-emption: found ranks '$ranks' of the running job, not 2"
+  [ -z "$ranks" ] || kill -STOP $ranks
   slurm scancel --signal=USR1 "$id" || fail "scancel --signal=USR1"
+  wait_until "$JOB_LIMIT" usr1_waits_at_all || fail "pre-emption: USR1 did not reach both frozen ranks within $JOB_LIMIT s"
+  [ -z "$ranks" ] || kill -CONT $ranks 2>/dev/null || true
   # The requeued job starts on its own once the old credential expired (slurm-up.sh: 10 s).
   completed() { [ "$(json_field "$WORK/pre/summary.json" status)" = completed ]; }
   wait_until $((2 * JOB_LIMIT)) completed || fail "the pre-empted job did not complete within $((2 * JOB_LIMIT)) s"

@@ -50,7 +50,9 @@ wait_for_progress() {
 # Stale temporaries were removed when the restart began, so a *.tmp is a live write.
 pause_before_kill() {
   if [ $(($1 % 3)) = 0 ]; then
-    nap "$(printf '0.%03d' $((RANDOM % 200 + 1)))"
+    # Drawn here, not inside $(...): a subshell's RANDOM is not the seeded sequence.
+    local ms=$((RANDOM % 200 + 1))
+    nap "$(printf '0.%03d' "$ms")"
   else
     local deadline=$((SECONDS + 10))
     until writing || [ "$SECONDS" -ge "$deadline" ]; do nap 0.001; done

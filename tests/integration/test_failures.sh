@@ -54,15 +54,17 @@ else fail "SIGKILL: no rank 1 to kill in a running job"; kill_job "$job"; fi
 
 # SIGTERM / SIGUSR1 from outside, to one rank: agreed stop, checkpoint, exit 75, resume finishes.
 # The ranks are frozen while the signal is sent, so it lands mid-training however fast
-# the machine (100 epochs take about 3 s here; the resume runs the rest).
+# the machine (300 epochs take about 9 s here, so the job is still running when the
+# first progress line is seen; the resume runs the rest).
 for sig in TERM USR1; do
   dir=$WORK/sig$sig
-  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 100 --run.dir "$dir" > "$dir.log" 2>&1 &
+  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 300 --run.dir "$dir" > "$dir.log" 2>&1 &
   job=$!
   if ! wait_for_line "$job" "$dir.log" "samples/s" "$PROGRESS_LIMIT" || ! victim=$(rank_pid "$job" 1) || [ -z "$victim" ]; then
     fail "SIG$sig: no rank 1 to signal in a running job"; kill_job "$job"; continue
   fi
   ranks=$(pgrep -P "$job" || true)
+  if [ -z "$ranks" ]; then fail "SIG$sig: the job ended before the signal"; kill_job "$job"; continue; fi
   kill -STOP $ranks; kill -$sig "$victim"; kill -CONT $ranks
   end_job "$job" "$RUN_TIMEOUT" || true
   if [ "$JOB_RC" = 75 ] && grep -q "stop requested by a signal" "$dir.log" && [ -f "$dir/checkpoints/latest" ]; then
@@ -71,7 +73,7 @@ for sig in TERM USR1; do
     # The whole log (a rank's own last words come before the launcher's), and what the run left behind.
     fail "SIG$sig: rc $JOB_RC"; grep -v "^epoch " "$dir.log" | tail -25; ls -l "$dir" "$dir/checkpoints" 2>&1 | tail -12
   fi
-  run_ranks 2 "${base[@]}" --train.epochs 100 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
+  run_ranks 2 "${base[@]}" --train.epochs 300 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
     && [ "$(json_field "$dir/summary.json" status)" = completed ] && pass "SIG$sig: resumed to the end" \
     || fail "SIG$sig resume"
 done
@@ -91,7 +93,7 @@ else kill_job "$job"; fi
 # A shard deleted under a running job: the open file still serves the job to its end.
 # The ranks are stopped while it is deleted, so it surely happens mid-run.
 cp -r "$WORK/train" "$WORK/gone"
-"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 60 --train.log_every 10 --run.dir "$WORK/g" \
+"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 200 --train.log_every 10 --run.dir "$WORK/g" \
   > "$WORK/gone.log" 2>&1 &
 job=$!
 if wait_for_line "$job" "$WORK/gone.log" "samples/s" "$PROGRESS_LIMIT"; then

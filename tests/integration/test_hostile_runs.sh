@@ -174,7 +174,7 @@ else fail "no running job to lock run.dir"; kill_job "$job"; fi
 # Two fresh starts racing for one new run.dir: one trains, the other is refused,
 # and nothing of the winner's is renamed.
 for i in 1 2; do
-  "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" --run.dir "$WORK/race" > "$WORK/race$i.log" 2>&1 &
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" --run.dir "$WORK/race" > "$WORK/race$i.log" 2>&1 &
   racer[$i]=$!
 done
 rcs=""

@@ -17,9 +17,9 @@ expect_input_error ini-below-a-file 2 "$WORK/file/x.ini: cannot open input file 
 # Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun).
 mkdir -p "$WORK/pub" && write_ini "$WORK/pub/secret.ini" "data.train=$WORK/good"
 chmod 000 "$WORK/pub/secret.ini"; chmod 755 "$WORK" "$WORK/pub"
-as_nobody() { timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp "$@"; }
+as_nobody() { timeout "$EXPECT_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp "$@"; }
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && as_nobody "$MPIDDP" version >/dev/null 2>&1; then
-  rc=0; out=$(timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
+  rc=0; out=$(timeout "$EXPECT_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
                 "$MPIDDP" train "$WORK/pub/secret.ini" 2>&1) || rc=$?
   [ "$rc" = 2 ] && [[ $out == *"$WORK/pub/secret.ini: cannot open input file (Permission denied)"* ]] \
     && pass "unreadable input file: $out" || fail "unreadable input file: exit $rc: $out"
@@ -103,7 +103,7 @@ expect_input_error hidden-too-wide 2 "model.hidden = '2000000000'" "${base[@]}" 
 grep -q "more than its .* of memory" "$WORK/hidden-too-wide.out" || fail "hidden-too-wide: no memory comparison"
 expect_input_error batch-too-large 2 "train.batch_size = 2000000000" "${base[@]}" --train.batch_size 2000000000
 expect_input_error sampler-too-large 1 "--size 100000000000: the sampler would need" inspect sampler --size 100000000000
-rc=0; out=$(timeout 60 "$MPIDDP" inspect sampler --size 10 --world 2000000000 --rank 1999999999 2>&1) || rc=$?
+rc=0; out=$(timeout "$EXPECT_TIMEOUT" "$MPIDDP" inspect sampler --size 10 --world 2000000000 --rank 1999999999 2>&1) || rc=$?
 [ "$rc" = 0 ] && [[ $out =~ ^[0-9]$ ]] && pass "inspect sampler --world 2000000000: '$out'" \
   || fail "inspect sampler --world 2000000000: exit $rc: $(echo "$out" | head -c 300)"
 # IDX headers declaring 100000 images of 100000 x 100000, gzip and plain.

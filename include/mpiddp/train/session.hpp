@@ -52,6 +52,7 @@ class TrainingSession {
   const bool root;
   const bool classification;
   int blas_threads = 1;
+  bool winograd_everywhere = false;  // every rank's CPU runs oneDNN's Winograd convolutions
   LoaderPlacementChoice loader;  // data.loader, resolved for this rank
   int ranks_with_loader_thread = 0;  // of all ranks (the banner)
   std::optional<ShardedDataset> train_data, test_data;
