@@ -222,6 +222,9 @@ end_job() {
 
 # ---- data, input files, outputs ----
 
+# garbage_bytes N SEED > FILE: N bytes of noise, the same for the same seed.
+garbage_bytes() { "$PYTHON" -c "import random, sys; random.seed($2); sys.stdout.buffer.write(random.randbytes($1))"; }
+
 # A learnable 3-class problem in 8 features: class = which of three directions
 # the point is closest to, with noise. N rows of CSV (features..., label).
 make_blobs_csv() {

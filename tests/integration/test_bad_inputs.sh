@@ -20,7 +20,7 @@ expect_error missing-input-file 2 "/no/such.ini: cannot open input file" train /
 expect_error missing-shards 2 "$WORK/absent: no such shard file" train --data.train "$WORK/absent" --run.dir "$WORK/run"
 mkdir -p "$WORK/emptydir"
 expect_error no-shards-in-dir 2 "$WORK/emptydir: directory holds no *.h5 shards" train --data.train "$WORK/emptydir"
-mkdir -p "$WORK/garbage" && head -c 5000 /dev/urandom > "$WORK/garbage/shard-0.h5"
+mkdir -p "$WORK/garbage" && garbage_bytes 5000 23 > "$WORK/garbage/shard-0.h5"
 expect_error unreadable-shard 2 "$WORK/garbage/shard-0.h5: not a readable HDF5 file" train --data.train "$WORK/garbage"
 expect_error wrong-dataset-name 2 "no dataset 'pixels' (set data.features)" "${base[@]}" --data.features pixels
 

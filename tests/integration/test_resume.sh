@@ -98,7 +98,7 @@ good=$(latest_checkpoint "$WORK/straight")
 cp "$good" "$WORK/truncated.h5" && truncate -s 2000 "$WORK/truncated.h5"
 expect_error truncated-checkpoint 2 "$WORK/truncated.h5: not a readable HDF5 checkpoint" \
   train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/truncated.h5"
-head -c 100000 /dev/urandom > "$WORK/garbage.h5"
+garbage_bytes 100000 101 > "$WORK/garbage.h5"
 expect_error corrupt-checkpoint 2 "$WORK/garbage.h5: not a readable HDF5 checkpoint" \
   train "$WORK/run.ini" --run.dir "$WORK/x" --resume "$WORK/garbage.h5"
 expect_error other-model 2 "written for model.hidden = '32,16', this job has '64,16' (a checkpoint of another model)" \
