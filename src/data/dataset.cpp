@@ -339,7 +339,8 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
   };
   // A file cut after its size check makes the reads below fault (SIGBUS): the
   // guard turns that into the check's own error.
-  const std::string* reading = nullptr;
+  // volatile: read by the guard after a jump out of the signal handler.
+  const std::string* volatile reading = nullptr;
   io::guard_mapped_reads([&] {
     for (std::size_t p = 0; p < n; ++p) {
       const Located at = locate(p);

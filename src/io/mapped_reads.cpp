@@ -14,13 +14,15 @@ namespace {
 thread_local sigjmp_buf* guarded_read = nullptr;
 struct sigaction before_ours {};
 
-void on_sigbus(int signal, siginfo_t*, void*) {
-  // A fault inside a guarded read: back to its guard, which throws.
-  if (guarded_read) siglongjmp(*guarded_read, 1);
-  // Not ours: the action from before, for this signal (blocked until the handler
-  // returns) and any later one.
+void on_sigbus(int signal, siginfo_t* info, void*) {
+  // A page past a mapped file's end, touched inside a guarded read: back to its
+  // guard, which throws. (Not a SIGBUS another process sent, nor a hardware
+  // memory error: those are no shrunk file.)
+  if (guarded_read && info && info->si_code == BUS_ADRERR) siglongjmp(*guarded_read, 1);
+  // Not ours: the action from before. A fault returns and faults again, so that
+  // action sees the real details; a sent signal is sent again.
   ::sigaction(SIGBUS, &before_ours, nullptr);
-  ::raise(signal);
+  if (!info || info->si_code <= 0) ::raise(signal);
 }
 
 void install_handler() {
@@ -36,7 +38,8 @@ void install_handler() {
 
 }  // namespace
 
-void guard_mapped_reads(const std::function<void()>& read, const std::string* const& reading, const char* what) {
+void guard_mapped_reads(const std::function<void()>& read, const std::string* const volatile& reading,
+                        const char* what) {
   install_handler();
   sigjmp_buf jump;
   sigjmp_buf* const outer = guarded_read;

@@ -10,11 +10,13 @@ namespace mpiddp::io {
 
 // Runs `read` on this thread with SIGBUS caught. `reading` must point at the
 // path of the file whose pages `read` touches at that moment (it may move on as
-// `read` goes from file to file). A SIGBUS inside `read` ends it, and this
-// throws InputError("<*reading>: <what>"); `read` must hold nothing that needs a
-// destructor when it touches the mapping, since its frames are abandoned, not
-// unwound. A SIGBUS anywhere else (not a guarded read) gets the action it had
-// before the first call here (a core dump by default).
-void guard_mapped_reads(const std::function<void()>& read, const std::string* const& reading, const char* what);
+// `read` goes from file to file). An access past a mapped file's end inside
+// `read` (SIGBUS, BUS_ADRERR) ends it, and this throws InputError("<*reading>:
+// <what>"); `read` must hold nothing that needs a destructor when it touches the
+// mapping, since its frames are abandoned, not unwound. Any other SIGBUS (outside
+// a guarded read, sent by another process, a hardware memory error) gets the
+// action it had before the first call here (a core dump by default).
+void guard_mapped_reads(const std::function<void()>& read, const std::string* const volatile& reading,
+                        const char* what);
 
 }  // namespace mpiddp::io

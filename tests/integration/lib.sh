@@ -223,7 +223,7 @@ end_job() {
 # ---- data, input files, outputs ----
 
 # garbage_bytes N SEED > FILE: N bytes of noise, the same for the same seed.
-garbage_bytes() { "$PYTHON" -c "import random, sys; random.seed($2); sys.stdout.buffer.write(random.randbytes($1))"; }
+garbage_bytes() { "$PYTHON" -c "import random, sys; random.seed($2); sys.stdout.buffer.write(random.getrandbits(8 * $1).to_bytes($1, 'little'))"; }
 
 # A learnable 3-class problem in 8 features: class = which of three directions
 # the point is closest to, with noise. N rows of CSV (features..., label).

@@ -118,8 +118,8 @@ node_death_case() {
     fail "$name: no 'epoch 4/' within $JOB_LIMIT s"; tail -5 "$out" >&2; slurm scancel "$id"; return
   fi
   local ranks; ranks=$(ranks_of_run "$run")
-  [ "$(wc -w <<< "$ranks")" = 4 ] || fail "$name: found ranks '$ranks' of the running job, not 4"
-  [ -z "$ranks" ] || kill -STOP $ranks
+  [ "$(wc -w <<< "$ranks")" = 4 ] || fail "$name: found ranks '$(echo $ranks)' of the running job, not 4"
+  [ -z "$ranks" ] || kill -STOP $ranks 2>/dev/null || fail "$name: a rank ended before it was frozen"
   nodes=$(slurm scontrol show hostnames "$(slurm squeue -h -j "$id" -o %N)" | tr '\n' ' ')
   victim=$(awk '{ print $2 }' <<< "$nodes")
   if [ -z "$victim" ]; then

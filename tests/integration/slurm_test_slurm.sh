@@ -96,8 +96,8 @@ id=$(cat "$WORK/preid" 2>/dev/null) || id=none
 usr1_waits_at_all() { local p; for p in $ranks; do signal_pending "$p" 10 || return 1; done; }
 if wait_for_job_line "$WORK/pre.out" "^epoch 2/30 step "; then
   ranks=$(ranks_of_run "$WORK/pre")
-  [ "$(wc -w <<< "$ranks")" = 2 ] || fail "pre-emption: found ranks '$ranks' of the running job, not 2"
-  [ -z "$ranks" ] || kill -STOP $ranks
+  [ "$(wc -w <<< "$ranks")" = 2 ] || fail "pre-emption: found ranks '$(echo $ranks)' of the running job, not 2"
+  [ -z "$ranks" ] || kill -STOP $ranks 2>/dev/null || fail "pre-emption: a rank ended before it was frozen"
   slurm scancel --signal=USR1 "$id" || fail "scancel --signal=USR1"
   wait_until "$JOB_LIMIT" usr1_waits_at_all || fail "pre-emption: USR1 did not reach both frozen ranks within $JOB_LIMIT s"
   [ -z "$ranks" ] || kill -CONT $ranks 2>/dev/null || true

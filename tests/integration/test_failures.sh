@@ -65,7 +65,9 @@ for sig in TERM USR1; do
   fi
   ranks=$(pgrep -P "$job" || true)
   if [ -z "$ranks" ]; then fail "SIG$sig: the job ended before the signal"; kill_job "$job"; continue; fi
-  kill -STOP $ranks; kill -$sig "$victim"; kill -CONT $ranks
+  kill -STOP $ranks 2>/dev/null || fail "SIG$sig: a rank ended before it was frozen"
+  kill -$sig "$victim" 2>/dev/null || fail "SIG$sig: rank 1 gone before its signal"
+  kill -CONT $ranks 2>/dev/null || true
   end_job "$job" "$RUN_TIMEOUT" || true
   if [ "$JOB_RC" = 75 ] && grep -q "stop requested by a signal" "$dir.log" && [ -f "$dir/checkpoints/latest" ]; then
     pass "SIG$sig to rank 1: checkpoint at $(cat "$dir/checkpoints/latest"), exit 75"
@@ -98,9 +100,9 @@ cp -r "$WORK/train" "$WORK/gone"
 job=$!
 if wait_for_line "$job" "$WORK/gone.log" "samples/s" "$PROGRESS_LIMIT"; then
   ranks=$(pgrep -P "$job" || true)
-  [ -n "$ranks" ] && kill -STOP $ranks || fail "deleted shard: the job ended before the shard was deleted"
+  [ -n "$ranks" ] && kill -STOP $ranks 2>/dev/null || fail "deleted shard: the job ended before the shard was deleted"
   rm "$WORK/gone/shard-00000-of-00002.h5"
-  [ -z "$ranks" ] || kill -CONT $ranks
+  [ -z "$ranks" ] || kill -CONT $ranks 2>/dev/null || true
   end_job "$job" "$RUN_TIMEOUT" || true
   [ "$JOB_RC" = 0 ] && pass "deleted shard: the job keeps reading its open file and finishes" || fail "deleted shard: rc $JOB_RC"
 else kill_job "$job"; fi

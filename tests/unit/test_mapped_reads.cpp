@@ -1,11 +1,15 @@
 // io::guard_mapped_reads on a real mapping of a real file that shrinks under it:
 // a read past the new end (SIGBUS) becomes an InputError naming the file, the
 // reads before it and after it work, and the guard holds again on the next call
-// and on another thread (the loader's).
+// and on another thread (the loader's). Any other SIGBUS still ends the process
+// (checked in a child process).
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <string>
@@ -92,4 +96,37 @@ TEST_CASE("the SIGBUS guard holds on another thread", "[io]") {
   });
   loader.join();
   CHECK(error == file.path + ": cut short");
+}
+
+namespace {
+// Runs `work` in a child process: how it ended ("signal N" or "exit N").
+std::string child_ending(const std::function<void()>& work) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    work();
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+// The end of a process that SIGBUS's earlier action got: killed by it, or (under a
+// sanitizer, whose handler that was) a report and a non-zero exit. Not an abort
+// from an InputError nobody caught, as a wrongly guarded fault would give.
+bool ended_by_sigbus(const std::string& ending) {
+  return ending == "signal " + std::to_string(SIGBUS) || (ending.rfind("exit ", 0) == 0 && ending != "exit 0");
+}
+}  // namespace
+
+TEST_CASE("a SIGBUS that is no shrunk file's still ends the process", "[io]") {
+  ShrunkMapping file(2);
+  const std::string* reading = &file.path;
+  guard_mapped_reads([] {}, reading, "cut short");  // the handler is in place
+  // A fault outside any guarded read: the action from before (by default, death by SIGBUS).
+  const std::string unguarded = child_ending([&] { (void)file.base[file.length - 1]; });
+  CHECK(ended_by_sigbus(unguarded));
+  // A SIGBUS sent (not a fault), inside a guarded read: not taken for a shrunk file.
+  const std::string sent = child_ending([&] { guard_mapped_reads([] { std::raise(SIGBUS); }, reading, "cut short"); });
+  CHECK(ended_by_sigbus(sent));
 }
