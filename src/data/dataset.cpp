@@ -28,6 +28,7 @@ Shard::Shard(Shard&& other) noexcept
     : path(std::move(other.path)),
       first(other.first),
       rows(other.rows),
+      bytes(other.bytes),
       file(std::move(other.file)),
       features(std::move(other.features)),
       labels(std::move(other.labels)),
@@ -147,6 +148,7 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
   H5Pset_sieve_buf_size(access.get(), 0);
   shard.file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
   if (!shard.file) throw InputError(path + ": not a readable HDF5 file");
+  shard.bytes = h5::file_bytes(shard.file.get());
   h5::refuse_outside_storage(shard.file.get(), path);
   for (const auto* name : {&features_name_, &labels_name_}) {
     if (H5Lexists(shard.file.get(), name->c_str(), H5P_DEFAULT) <= 0)
@@ -379,6 +381,9 @@ void ShardedDataset::read_mapped(const std::vector<std::int64_t>& indices, Batch
       }
     }
   }, reading, kShrankWhileTraining);
+  // After the reads too: a cut inside the last page a read touched gives zeros, no fault.
+  for (std::size_t s = 0; s < shards_.size(); ++s)
+    if (checked[s]) check_not_truncated(shards_[s]);
 }
 
 std::string ShardedDataset::describe() const {
@@ -465,6 +470,9 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
         throw InputError(shard.path + ": cannot read dataset '" + (which == 0 ? features_name_ : labels_name_) +
                          "' (file truncated or damaged?)");
     }
+    // HDF5 reads zeros past a cut file's end: after the reads, the file must still be whole.
+    if (shard.bytes >= 0 && h5::file_bytes(shard.file.get()) < shard.bytes)
+      throw InputError(shard.path + ": shard was truncated while training");
     for (std::size_t k = done; k < end; ++k) {
       const auto row = static_cast<std::size_t>(unique_rows[k] - shard.first);
       if (!stored_uint8_) {

@@ -13,6 +13,7 @@ struct Shard {
   std::string path;
   std::int64_t first = 0;  // global index of row 0
   std::int64_t rows = 0;
+  std::int64_t bytes = -1;  // the file's size when opened (h5::file_bytes; -1: unknown)
   h5::Handle file, features, labels;
   // Fast path: contiguous, uncompressed, little-endian datasets are read straight
   // from a read-only mapping of the file at the datasets' offsets (no per-row

@@ -57,6 +57,12 @@ void TokenWindows::open(Shard& shard) {
     throw InputError(where + ": vocab_size " + std::to_string(vocab) + ", but " + shards_.front().path + " has " +
                      std::to_string(vocab_));
   vocab_ = vocab;
+  shard.bytes = h5::file_bytes(shard.file.get());
+}
+
+void TokenWindows::refuse_truncated(const Shard& shard) const {
+  if (shard.bytes >= 0 && h5::file_bytes(shard.file.get()) < shard.bytes)
+    throw InputError(shard.path + ": shard was truncated while training");
 }
 
 void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, std::int64_t limit) {
@@ -65,10 +71,12 @@ void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, st
   out.class_ids.resize(n * t);
   h5::silence_errors();  // per thread: this may run on the loader thread
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
+  std::vector<bool> touched(shards_.size(), false);
   for (std::size_t p = 0; p < n; ++p) {
     const std::int64_t index = indices[p];
     const auto shard = std::upper_bound(shards_.begin(), shards_.end(), index,
                                         [](std::int64_t i, const Shard& s) { return i < s.first_window; }) - 1;
+    touched[static_cast<std::size_t>(shard - shards_.begin())] = true;
     const hsize_t start[1] = {static_cast<hsize_t>((index - shard->first_window) * context_)};
     const hsize_t count[1] = {t + 1};
     h5::Handle file_space(H5Dget_space(shard->tokens.get()), H5Sclose);
@@ -89,6 +97,9 @@ void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, st
       out.class_ids[p * t + j] = static_cast<std::int32_t>(window_[j + 1]);
     }
   }
+  // After the reads: a cut before or during them shows here, one after them in the next batch.
+  for (std::size_t s = 0; s < shards_.size(); ++s)
+    if (touched[s]) refuse_truncated(shards_[s]);
 }
 
 }  // namespace mpiddp

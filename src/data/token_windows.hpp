@@ -25,7 +25,8 @@ class TokenWindows {
   std::int64_t tokens() const { return tokens_; }
   std::size_t shards() const { return shards_.size(); }
   // Reads windows `indices` into `out`; an id at or above `limit` is refused
-  // naming the shard and position (limit: the model's vocabulary).
+  // naming the shard and position (limit: the model's vocabulary), and so is a
+  // batch read from a shard that another process cut short since it was opened.
   void read(const std::vector<std::int64_t>& indices, Batch& out, std::int64_t limit);
 
  private:
@@ -34,8 +35,12 @@ class TokenWindows {
     h5::Handle file, tokens;
     std::int64_t count = 0;         // tokens
     std::int64_t first_window = 0;  // global index of its window 0
+    std::int64_t bytes = -1;        // the file's size when opened (h5::file_bytes)
   };
   void open(Shard& shard);
+  // InputError naming the shard if its file is shorter now than when opened:
+  // what HDF5 read from it may be zeros past a cut end.
+  void refuse_truncated(const Shard& shard) const;
 
   int context_;
   std::vector<Shard> shards_;

@@ -1,5 +1,7 @@
 #include "io/hdf5_util.hpp"
 
+#include <sys/stat.h>
+
 #include <mutex>
 
 #include "mpiddp/common/error.hpp"
@@ -59,6 +61,15 @@ void refuse_outside_storage(hid_t file, const std::string& where) {
   const herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, check_link, &visit);
   if (!visit.problem.empty()) throw InputError(visit.problem);
   if (rc < 0) throw InputError(where + ": cannot list its objects (damaged?)");
+}
+
+std::int64_t file_bytes(hid_t file) {
+  void* handle = nullptr;
+  struct stat info {};
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle ||
+      ::fstat(*static_cast<const int*>(handle), &info) != 0)
+    return -1;
+  return static_cast<std::int64_t>(info.st_size);
 }
 
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }

@@ -68,6 +68,12 @@ void check(herr_t rc, const std::string& what) {
 // dataset). Called on every file mpiddp reads: data shards, checkpoints, init files.
 void refuse_outside_storage(hid_t file, const std::string& where);
 
+// The bytes the open file holds now (fstat of HDF5's own descriptor, so a file
+// renamed over its path does not count); -1 where its driver has no descriptor.
+// HDF5 reads zeros past a file's end: a reader that compares this with the size
+// at opening after each read knows whether what it read was still the file.
+std::int64_t file_bytes(hid_t file);
+
 bool has_attribute(hid_t object, const char* name);
 // The names of a group's members (links), in name order.
 std::vector<std::string> link_names(hid_t group, const std::string& where);

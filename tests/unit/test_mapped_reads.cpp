@@ -12,12 +12,16 @@
 #include <csignal>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "io/mapped_reads.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/data/token_shards.hpp"
 
 namespace {
 
@@ -129,4 +133,28 @@ TEST_CASE("a SIGBUS that is no shrunk file's still ends the process", "[io]") {
   // A SIGBUS sent (not a fault), inside a guarded read: not taken for a shrunk file.
   const std::string sent = child_ending([&] { guard_mapped_reads([] { std::raise(SIGBUS); }, reading, "cut short"); });
   CHECK(ended_by_sigbus(sent));
+}
+
+// Shards read through HDF5 (token shards here) have no mapping to fault: HDF5
+// reads zeros past a cut file's end, so each batch checks the file after reading.
+TEST_CASE("a token shard cut under a reader: the next batch is refused, naming it", "[io]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("mpiddp-tokens-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string text = (dir / "text.txt").string();
+  {
+    std::ofstream out(text, std::ios::binary);
+    for (int i = 0; i < 200000; ++i) out.put(static_cast<char>('a' + i % 26));
+  }
+  auto source = mpiddp::open_byte_source(text);
+  mpiddp::write_token_shards(*source, (dir / "shards").string(), 1, "tokens");
+  const std::string shard = (dir / "shards" / "tokens-00000-of-00001.h5").string();
+  mpiddp::ShardedDataset windows((dir / "shards").string(), 16);
+  mpiddp::Batch batch;
+  const std::vector<std::int64_t> last{windows.size() - 1, 0};
+  windows.read(last, batch);
+  CHECK(batch.class_ids[0] == 'a' + (16 * (windows.size() - 1) + 1) % 26);
+  std::filesystem::resize_file(shard, std::filesystem::file_size(shard) / 2);
+  CHECK_THROWS_WITH(windows.read(last, batch), shard + ": shard was truncated while training");
+  std::filesystem::remove_all(dir);
 }
