@@ -104,15 +104,27 @@ def find_jobs(trace_dir):
     return {tag: sorted(files) for tag, files in jobs.items()}
 
 
+def first_step(files):
+    """The global step a job started at, from its first rank file (otherData.job_first_step); -1 for files of
+    older mpiddp, which did not record it, or a file that does not read."""
+    try:
+        with open(files[0][1], encoding="utf-8") as f:
+            step = json.load(f).get("otherData", {}).get("job_first_step", -1)
+        return step if isinstance(step, int) else -1
+    except (OSError, ValueError, AttributeError):
+        return -1
+
+
 def choose_job(jobs, wanted, trace_dir):
-    """The tag to merge: WANTED, else the newest job (tags start with the job's UTC start)."""
+    """The tag to merge: WANTED, else the newest job: the one that started at the latest global step (a resumed
+    job starts where the one before stopped), then the latest tag (tags start with the job's UTC start)."""
     if not jobs:
         die(f"no trace files in {trace_dir} (set train.trace_steps)")
     if wanted is not None:
         if wanted not in jobs:
             die(f"no job {wanted} in {trace_dir}; its jobs: {', '.join(sorted(t or '(unnamed)' for t in jobs))}")
         return wanted
-    newest = max(jobs)
+    newest = max(jobs, key=lambda tag: (first_step(jobs[tag]), tag))
     if len(jobs) > 1:
         others = ", ".join(sorted(t or "(unnamed)" for t in jobs if t != newest))
         # Not note(): the tags are printed as they are, as trace-merge always has.

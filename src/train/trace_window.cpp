@@ -17,7 +17,8 @@ namespace {
 // This job's name for its trace files, the same on every rank (rank 0's UTC
 // start time, to the second, and its pid): a resumed job writes beside the
 // first job's traces instead of over them, and scripts/trace-merge merges one
-// job at a time.
+// job at a time (the newest by the job_first_step the files record, not by the
+// clock in the name).
 std::string job_tag(Communicator& comm) {
   char tag[64] = {0};
   if (comm.rank() == 0) {
@@ -35,8 +36,11 @@ std::string job_tag(Communicator& comm) {
 }  // namespace
 
 TraceWindow::TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets,
-                         Device& device)
-    : steps_(config.train.trace_steps), warmup_(config.train.trace_after), buckets_(static_cast<std::int64_t>(buckets)) {
+                         Device& device, std::int64_t first_step)
+    : steps_(config.train.trace_steps),
+      warmup_(config.train.trace_after),
+      buckets_(static_cast<std::int64_t>(buckets)),
+      first_step_(first_step) {
   if (steps_ <= 0) return;
   // The common clock: every rank reads its steady clock right after the same
   // barrier; scripts/trace-merge subtracts each rank's reading (skew = the
@@ -78,7 +82,10 @@ void TraceWindow::write() {
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
     const std::int64_t traced = std::max<std::int64_t>(0, std::min(steps_, seen_ - warmup_));
     if (device_) device_->flush(*tracer_);
-    tracer_->write(path_, {{"warmup_steps", warmup_}, {"traced_steps", traced}, {"buckets", buckets_}});
+    tracer_->write(path_, {{"warmup_steps", warmup_},
+                           {"traced_steps", traced},
+                           {"buckets", buckets_},
+                           {"job_first_step", first_step_}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpiddp: warning: %s\n", e.what());
   }

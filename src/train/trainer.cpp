@@ -49,7 +49,7 @@ class Trainer {
         progress_(session),
         checkpointer_(session),
         tracing_(session.config, session.comm, nested_layer_count(session.model->layers()),
-                 session.reducer->buckets().size(), *session.compute.device),
+                 session.reducer->buckets().size(), *session.compute.device, session.state.global_step),
         start_(run_start) {
     if (s_.resumed && s_.root) skipped_steps_ = s_.resumed->skipped_steps;
     agree_or_fail(s_.comm, [&] { sample_log_.emplace(config_.debug.sample_log, s_.comm.rank()); });

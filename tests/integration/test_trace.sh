@@ -99,12 +99,22 @@ PY
        || fail "trace-merge error: $(cat "$WORK/merge-off.log")"; }
 
 # A resumed job (here at world 1) writes its own files beside the first job's;
-# trace-merge merges one job, the newest unless --job names another.
-sleep 1  # the jobs' tags hold their start to the second
+# trace-merge merges one job, the newest (by the global step each job started at,
+# which its files record: the two tags may name the same second) unless --job names another.
 run_ranks 1 train "$WORK/trace.ini" --train.trace_steps 2 --train.max_steps 16 --run.dir "$WORK/on" --resume auto \
   > "$WORK/on2.log" 2>&1 || fail "traced resumed run exited $?"
 jobs=$(ls "$WORK/on/trace" | sed -n 's/^\(job-.*\)-rank-[0-9]*\.json$/\1/p' | sort -u)
-first=$(head -1 <<< "$jobs") second=$(tail -1 <<< "$jobs")
+# The resumed job is the one with one rank's file.
+first="" second=""
+for job in $jobs; do
+  if [ -e "$WORK/on/trace/$job-rank-1.json" ]; then first=$job; else second=$job; fi
+done
+"$PYTHON" - "$WORK/on/trace/$first-rank-0.json" "$WORK/on/trace/$second-rank-0.json" <<'PY' \
+  && pass "each job's files record the global step it started at (0, and the resume's 8)" || fail "job_first_step"
+import json, sys
+steps = [json.load(open(path))["otherData"]["job_first_step"] for path in sys.argv[1:]]
+assert steps == [0, 8], steps
+PY
 [ "$(wc -l <<< "$jobs")" = 2 ] && [ "$(ls "$WORK/on/trace" | grep -c "^$first-rank-")" = 2 ] \
   && [ "$(ls "$WORK/on/trace" | grep -c "^$second-rank-")" = 1 ] \
   && pass "the resumed job's trace is its own ($second: 1 rank) beside the first job's ($first: 2 ranks)" \
@@ -116,6 +126,13 @@ first=$(head -1 <<< "$jobs") second=$(tail -1 <<< "$jobs")
 "$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" --job "$first" > "$WORK/merge3.log" 2>&1 \
   && grep -q "^$WORK/on/trace/$first-merged.json: 2 rank(s)" "$WORK/merge3.log" \
   && pass "trace-merge --job merges the first job" || fail "trace-merge --job: $(cat "$WORK/merge3.log")"
+# Newest by the recorded step, not the clock in the tag: the resumed job's file
+# renamed to a tag from 1970 is still the one merged.
+mv "$WORK/on/trace/$second-rank-0.json" "$WORK/on/trace/job-19700101T000000Z-1-rank-0.json"
+"$MPIDDP_SOURCE_DIR/scripts/trace-merge" "$WORK/on" > "$WORK/merge4.log" 2>&1 \
+  && grep -q "merging the newest, job-19700101T000000Z-1 " "$WORK/merge4.log" \
+  && pass "trace-merge takes the job that started at the latest step, whatever its tag's time" \
+  || fail "trace-merge newest by step: $(cat "$WORK/merge4.log")"
 
 # ---- layers inside residual blocks get spans of their own; scripts/trace-shares ----
 make_image_shards "$WORK/images" 256 2 2

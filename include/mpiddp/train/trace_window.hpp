@@ -20,7 +20,10 @@ class TraceWindow {
  public:
   // Collective when tracing is on (a barrier gives the ranks a common instant).
   // On a CUDA `device` the spans are also NVTX ranges and device-side spans.
-  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets, Device& device);
+  // `first_step`: the global step this job starts at (0, or a resume's), which
+  // the files record so that scripts/trace-merge orders jobs without a clock.
+  TraceWindow(const Config& config, Communicator& comm, std::size_t layers, std::size_t buckets, Device& device,
+              std::int64_t first_step);
   ~TraceWindow() { set_active_tracer(nullptr); }
   // Before each step: opens the window, or closes it and writes the file.
   void before_step() {
@@ -36,7 +39,7 @@ class TraceWindow {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<TraceAnnotator> device_;
   std::string path_;
-  std::int64_t steps_ = 0, warmup_ = 0, seen_ = 0, buckets_ = 0;
+  std::int64_t steps_ = 0, warmup_ = 0, seen_ = 0, buckets_ = 0, first_step_ = 0;
   bool written_ = false;
 };
 
