@@ -471,8 +471,7 @@ void ShardedDataset::read(const std::vector<std::int64_t>& indices, Batch& out) 
                          "' (file truncated or damaged?)");
     }
     // HDF5 reads zeros past a cut file's end: after the reads, the file must still be whole.
-    if (shard.bytes >= 0 && h5::file_bytes(shard.file.get()) < shard.bytes)
-      throw InputError(shard.path + ": shard was truncated while training");
+    h5::refuse_shrunk(shard.file.get(), shard.bytes, shard.path);
     for (std::size_t k = done; k < end; ++k) {
       const auto row = static_cast<std::size_t>(unique_rows[k] - shard.first);
       if (!stored_uint8_) {

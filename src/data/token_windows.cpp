@@ -60,11 +60,6 @@ void TokenWindows::open(Shard& shard) {
   shard.bytes = h5::file_bytes(shard.file.get());
 }
 
-void TokenWindows::refuse_truncated(const Shard& shard) const {
-  if (shard.bytes >= 0 && h5::file_bytes(shard.file.get()) < shard.bytes)
-    throw InputError(shard.path + ": shard was truncated while training");
-}
-
 void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, std::int64_t limit) {
   const std::size_t n = indices.size(), t = static_cast<std::size_t>(context_);
   out.features.resize(n, t);
@@ -99,7 +94,7 @@ void TokenWindows::read(const std::vector<std::int64_t>& indices, Batch& out, st
   }
   // After the reads: a cut before or during them shows here, one after them in the next batch.
   for (std::size_t s = 0; s < shards_.size(); ++s)
-    if (touched[s]) refuse_truncated(shards_[s]);
+    if (touched[s]) h5::refuse_shrunk(shards_[s].file.get(), shards_[s].bytes, shards_[s].path);
 }
 
 }  // namespace mpiddp

@@ -38,9 +38,6 @@ class TokenWindows {
     std::int64_t bytes = -1;        // the file's size when opened (h5::file_bytes)
   };
   void open(Shard& shard);
-  // InputError naming the shard if its file is shorter now than when opened:
-  // what HDF5 read from it may be zeros past a cut end.
-  void refuse_truncated(const Shard& shard) const;
 
   int context_;
   std::vector<Shard> shards_;

@@ -72,6 +72,11 @@ std::int64_t file_bytes(hid_t file) {
   return static_cast<std::int64_t>(info.st_size);
 }
 
+void refuse_shrunk(hid_t file, std::int64_t bytes_at_open, const std::string& path) {
+  if (bytes_at_open >= 0 && file_bytes(file) < bytes_at_open)
+    throw InputError(path + ": shard was truncated while training");
+}
+
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
 
 std::vector<std::string> link_names(hid_t group, const std::string& where) {

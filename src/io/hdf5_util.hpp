@@ -73,6 +73,9 @@ void refuse_outside_storage(hid_t file, const std::string& where);
 // HDF5 reads zeros past a file's end: a reader that compares this with the size
 // at opening after each read knows whether what it read was still the file.
 std::int64_t file_bytes(hid_t file);
+// InputError "<path>: shard was truncated while training" if the open file now
+// holds fewer bytes than `bytes_at_open` (file_bytes then; -1: never refused).
+void refuse_shrunk(hid_t file, std::int64_t bytes_at_open, const std::string& path);
 
 bool has_attribute(hid_t object, const char* name);
 // The names of a group's members (links), in name order.
