@@ -20,6 +20,10 @@ void install_stop_signal_handlers() {
   sigaction(SIGUSR1, &action, nullptr);
   // A full disk or file-size limit must fail the write (EFBIG), not kill us.
   std::signal(SIGXFSZ, SIG_IGN);
+  // So must a write to a peer whose node died (EPIPE on its socket): SIGPIPE would
+  // kill this rank in silence, and the job would call it lost with the others,
+  // where it should live to name them.
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 bool stop_requested() { return received != 0; }
