@@ -16,7 +16,9 @@ void check_mpi(int rc, const char* op) {
   MPI_Error_string(rc, text, &length);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw RuntimeError("rank " + std::to_string(rank) + ": " + op + " failed: " + std::string(text, length));
+  const std::string what = std::string(op) + " failed: " + std::string(text, length);
+  Watchdog::instance().end_if_peers_lost(what, rank);  // a peer's death, told as such
+  throw RuntimeError("rank " + std::to_string(rank) + ": " + what);
 }
 
 namespace {

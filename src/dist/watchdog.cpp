@@ -65,10 +65,10 @@ void Watchdog::run() {
       if (!lost.empty())
         end_process("lost " + lost + " (their processes do not answer): " + where +
                         " did not complete within dist.timeout_s = " + limit + " s; ending the job",
-                    kExitRanksLost);
+                    kExitRanksLost, rank_);
       end_process(where + " did not complete within dist.timeout_s = " + limit +
                       " s (another rank died, hung or is far behind); ending the job",
-                  kExitRuntimeError);
+                  kExitRuntimeError, rank_);
     }
     if (now - since > probe_every_ns && now - last_probe_ns > probe_every_ns) {
       last_probe_ns = now;
@@ -76,7 +76,7 @@ void Watchdog::run() {
       // Only while the same call still waits: one that completed meanwhile was not stuck.
       if (!lost.empty() && started_ns_.load() == since)
         end_process("lost " + lost + " (their processes do not answer): " + where + " waits for them; ending the job",
-                    kExitRanksLost);
+                    kExitRanksLost, rank_);
     }
   }
 }
@@ -98,8 +98,19 @@ std::string Watchdog::lost_peers() {
   return lost.empty() ? "" : probe_->describe(lost);
 }
 
-void Watchdog::end_process(const std::string& message, int exit_code) {
-  std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank_, message.c_str());
+void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
+  const std::string lost = lost_peers();
+  if (lost.empty()) return;
+  end_process("lost " + lost + " (their processes do not answer): " + what + " at step " +
+                  std::to_string(step_.load()) + "; ending the job",
+              kExitRanksLost, rank);
+}
+
+void Watchdog::end_process(const std::string& message, int exit_code, int rank) {
+  // The monitor thread and a failed call may both find the lost peers: one line.
+  if (ending_.exchange(true))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits
+  std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, message.c_str());
   std::fflush(stderr);
   if (exit_code == kExitRanksLost) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLingerS);

@@ -7,6 +7,7 @@
 // other rank whether its process still lives (again every 5 s); when some do not
 // (a node died), it ends the process at once with a line naming those ranks and
 // their hosts, without waiting for dist.timeout_s, and exit code 76 (kExitRanksLost).
+// A call that fails instead of waiting (check_mpi) asks the same question at once.
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -27,6 +28,12 @@ class Watchdog {
   // The probe that names lost ranks (nullptr: none). Once set_probe returns, the
   // watchdog no longer uses the previous one (its owner may destroy it).
   void set_probe(const PeerProbe* probe);
+  // For a blocking call that failed (`what`: "MPI_Allreduce(...) failed: text"):
+  // when some peers' processes no longer answer, ends this process as a stall
+  // would, with the line naming them (exit 76); otherwise returns, and the caller
+  // reports the failure itself. A write to a dead node's rank fails (EPIPE) long
+  // before dist.timeout_s, and must still be told as the lost ranks it is.
+  void end_if_peers_lost(const std::string& what, int rank);
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -49,12 +56,13 @@ class Watchdog {
   // The lost ranks' description, "" when every rank answers (or there is no probe).
   std::string lost_peers();
   void drain_probe();
-  [[noreturn]] void end_process(const std::string& message, int exit_code);
+  [[noreturn]] void end_process(const std::string& message, int exit_code, int rank);
 
   std::atomic<const char*> operation_{nullptr};
   std::atomic<std::int64_t> started_ns_{0};
   std::atomic<std::int64_t> step_{-1};
   std::atomic<bool> running_{false};
+  std::atomic<bool> ending_{false};
   std::mutex probe_mutex_;  // guards probe_ while the thread uses it
   const PeerProbe* probe_ = nullptr;
   double timeout_s_ = 0.0;
