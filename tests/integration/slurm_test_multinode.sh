@@ -112,15 +112,22 @@ node_death_case() {
       "${case_args[@]}" --run.dir "$run"
   }
   id=$(submit 2) || { fail "$name: sbatch"; return; }
-  # Mid-training: once a checkpoint exists and the next epoch runs.
+  # Mid-training: once a checkpoint exists and the next epoch runs. The ranks are
+  # frozen from then until the node is dead, so the job cannot end in between.
   if ! wait_until "$JOB_LIMIT" log_has "$out" "^epoch 4/"; then
     fail "$name: no 'epoch 4/' within $JOB_LIMIT s"; tail -5 "$out" >&2; slurm scancel "$id"; return
   fi
+  local ranks; ranks=$(ranks_of_run "$run")
+  [ "$(wc -w <<< "$ranks")" = 4 ] || fail "$name: found ranks '$(echo $ranks)' of the running job, not 4"
+  [ -z "$ranks" ] || kill -STOP $ranks 2>/dev/null || fail "$name: a rank ended before it was frozen"
   nodes=$(slurm scontrol show hostnames "$(slurm squeue -h -j "$id" -o %N)" | tr '\n' ' ')
   victim=$(awk '{ print $2 }' <<< "$nodes")
-  [ -n "$victim" ] || { fail "$name: job $id is not on 2 nodes: '$nodes'"; slurm scancel "$id"; return; }
-  killed=$(date +%s.%N)
+  if [ -z "$victim" ]; then
+    fail "$name: job $id is not on 2 nodes: '$nodes'"; kill -CONT $ranks 2>/dev/null || true; slurm scancel "$id"; return
+  fi
   "$ci/slurm-node.sh" kill "$victim" || fail "$name: slurm-node.sh kill $victim"
+  killed=$(date +%s.%N)
+  [ -z "$ranks" ] || kill -CONT $ranks 2>/dev/null || true  # the survivors (the victim's are gone)
   # A survivor names the lost ranks (all of the victim's, no others), and the job
   # ends: it leaves RUNNING (requeued by the template, or by Slurm).
   lost_line() { grep -a -m1 "^mpiddp: error: rank [0-9]*: lost rank(s) 2,3 on host $victim (their" "$out"; }
