@@ -223,7 +223,8 @@ void describe(Schema& s, Config& c) {
   s.add("data.drop_last", &c.data.drop_last, "drop the tail instead of padding (DistributedSampler)");
   s.add_list("data.augment", &c.data.augment,
              "training-sample transforms in order, space separated: hflip (flip, p = 0.5), crop(P) (random crop "
-             "after zero padding by P pixels); empty = none",
+             "after zero padding by P pixels), erase(P) (with probability P, default 0.5, zeros over a random box "
+             "of 2-33% of the image, aspect 0.3-3.3: RandomErasing); empty = none",
              parse_augment, written_form);
   s.add("model.layers", &c.model.layers,
         "layer list, e.g. 'conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) flatten linear(128) relu linear' "
@@ -349,8 +350,8 @@ std::vector<std::size_t> parse_input_shape(const std::string& where, const std::
   return dims;
 }
 
-// data.augment: "hflip crop(4)" -> its steps. Whether crop's padding fits the
-// images is known only when the data set is open (augment_image_shape).
+// data.augment: "hflip crop(4) erase(0.5)" -> its steps. Whether crop's padding
+// fits the images is known only when the data set is open (augment_image_shape).
 std::vector<AugmentStep> parse_augment(const std::string& where, const std::string& text) {
   const std::string key = "data.augment";
   std::vector<AugmentStep> steps;
@@ -361,19 +362,34 @@ std::vector<AugmentStep> parse_augment(const std::string& where, const std::stri
     const std::string name = item.substr(0, open);
     const std::optional<AugmentKind> kind = parse_choice<AugmentKind>(name);
     if (!kind)
-      bad(where, key, "'" + item + "' is not a transform (" + choice_list<AugmentKind>() + ", as hflip or crop(P))");
+      bad(where, key,
+          "'" + item + "' is not a transform (" + choice_list<AugmentKind>() + ", as hflip, crop(P) or erase(P))");
+    const bool has_argument = open != std::string::npos;
+    if (has_argument && item.back() != ')') bad(where, key, "'" + item + "': no closing ')'");
+    const std::string arg = has_argument ? item.substr(open + 1, item.size() - open - 2) : "";
     AugmentStep step;
     step.kind = *kind;
-    if (*kind == AugmentKind::hflip) {
-      if (open != std::string::npos) bad(where, key, "'" + item + "': hflip takes no argument");
-    } else {
-      if (open == std::string::npos || item.back() != ')')
-        bad(where, key, "'" + item + "': crop needs its padding in pixels, as crop(4)");
-      const std::string arg = item.substr(open + 1, item.size() - open - 2);
-      const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), step.padding);
-      if (ec != std::errc() || end != arg.data() + arg.size() || arg.empty())
-        bad(where, key, "'" + item + "': the padding '" + arg + "' is not a whole number of pixels");
-      if (step.padding < 1) bad(where, key, "'" + item + "': the padding must be at least 1 pixel");
+    switch (*kind) {
+      case AugmentKind::hflip:
+        if (has_argument) bad(where, key, "'" + item + "': hflip takes no argument");
+        break;
+      case AugmentKind::crop: {
+        if (!has_argument) bad(where, key, "'" + item + "': crop needs its padding in pixels, as crop(4)");
+        const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), step.padding);
+        if (ec != std::errc() || end != arg.data() + arg.size() || arg.empty())
+          bad(where, key, "'" + item + "': the padding '" + arg + "' is not a whole number of pixels");
+        if (step.padding < 1) bad(where, key, "'" + item + "': the padding must be at least 1 pixel");
+        break;
+      }
+      case AugmentKind::erase: {
+        step.probability = 0.5;  // RandomErasing's default
+        if (!has_argument) break;
+        const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), step.probability);
+        if (ec != std::errc() || end != arg.data() + arg.size() || arg.empty() || !(step.probability > 0.0) ||
+            step.probability > 1.0)
+          bad(where, key, "'" + item + "': the probability '" + arg + "' is not a number in (0, 1]");
+        break;
+      }
     }
     steps.push_back(step);
   }
@@ -425,6 +441,7 @@ std::string written_form(const std::vector<AugmentStep>& steps) {
   for (const AugmentStep& step : steps) {
     text += (text.empty() ? "" : " ") + std::string(name_of(step.kind));
     if (step.kind == AugmentKind::crop) text += "(" + std::to_string(step.padding) + ")";
+    if (step.kind == AugmentKind::erase) text += "(" + format_value(step.probability) + ")";
   }
   return text;
 }

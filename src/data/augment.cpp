@@ -1,6 +1,7 @@
 #include "mpiddp/data/augment.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -77,6 +78,14 @@ void shift_image(float* image, const ImageShape& shape, int dx, int dy) {
   }
 }
 
+void erase_box(float* image, const ImageShape& shape, const Box& box) {
+  for (std::size_t c = 0; c < shape.channels; ++c)
+    for (std::size_t y = box.top; y < box.top + box.height; ++y) {
+      float* row = image + (c * shape.height + y) * shape.width + box.left;
+      std::fill(row, row + box.width, 0.0f);
+    }
+}
+
 Augmenter::Augmenter(std::vector<AugmentStep> steps, ImageShape shape, std::uint64_t seed)
     : steps_(std::move(steps)), shape_(shape), seed_(seed) {}
 
@@ -99,6 +108,30 @@ Shift Augmenter::shift(std::uint64_t epoch, std::int64_t index, std::size_t posi
           static_cast<int>(rng.bits(1) % choices) - static_cast<int>(padding)};
 }
 
+namespace {
+// A double in [0, 1) from 53 random bits.
+double unit_double(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1p-53; }
+}  // namespace
+
+Box Augmenter::erasure(std::uint64_t epoch, std::int64_t index, std::size_t position) const {
+  const CounterRng rng(key(epoch, index, position));
+  if (!(unit_double(rng.bits(0)) < steps_[position].probability)) return {};
+  const double area = static_cast<double>(shape_.height * shape_.width);
+  const double log_low = std::log(0.3), log_high = std::log(3.3);
+  for (std::uint64_t attempt = 0; attempt < 10; ++attempt) {
+    const std::uint64_t draw = 1 + 4 * attempt;
+    const double erase_area = area * (0.02 + (0.33 - 0.02) * unit_double(rng.bits(draw)));
+    const double aspect = std::exp(log_low + (log_high - log_low) * unit_double(rng.bits(draw + 1)));
+    // Python's round(), as torchvision's: halves to even (the default rounding mode).
+    const auto h = static_cast<std::size_t>(std::nearbyint(std::sqrt(erase_area * aspect)));
+    const auto w = static_cast<std::size_t>(std::nearbyint(std::sqrt(erase_area / aspect)));
+    if (h == 0 || w == 0 || h >= shape_.height || w >= shape_.width) continue;
+    // The top-left corner, uniform over the places the box fits (modulo bias below 2^-32).
+    return {rng.bits(draw + 2) % (shape_.height - h + 1), rng.bits(draw + 3) % (shape_.width - w + 1), h, w};
+  }
+  return {};
+}
+
 void Augmenter::apply(std::uint64_t epoch, std::int64_t index, float* image) const {
   for (std::size_t position = 0; position < steps_.size(); ++position) {
     switch (steps_[position].kind) {
@@ -108,6 +141,11 @@ void Augmenter::apply(std::uint64_t epoch, std::int64_t index, float* image) con
       case AugmentKind::crop: {
         const Shift s = shift(epoch, index, position);
         shift_image(image, shape_, s.dx, s.dy);
+        break;
+      }
+      case AugmentKind::erase: {
+        const Box box = erasure(epoch, index, position);
+        if (box.height > 0) erase_box(image, shape_, box);
         break;
       }
     }

@@ -21,7 +21,7 @@ PY
 make_blobs_shards "$WORK/blobs" 200 1 1
 
 # 2 ranks x batch 16: 15 steps per epoch, 45 in all.
-write_ini "$WORK/run.ini" data.train="$WORK/img" data.test="$WORK/img" data.augment="hflip crop(2)" \
+write_ini "$WORK/run.ini" data.train="$WORK/img" data.test="$WORK/img" data.augment="hflip crop(2) erase" \
   model.hidden=16 train.batch_size=16 train.epochs=3 train.seed=4 train.log_every=5 optim.lr=0.05 \
   checkpoint.every_epochs=1
 # A checkpoint's arrays and counters, without what differs between runs by design.
@@ -42,7 +42,7 @@ run_ranks 1 train "$WORK/run.ini" --run.dir "$WORK/w1" --train.batch_size 32 --d
   > "$WORK/w1.log" 2>&1 & job_w1=$!
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/w2" --data.shuffle false --train.epochs 2 > "$WORK/w2.log" 2>&1 & job_w2=$!
 # Refused: one line naming data.augment, exit 2 (each check's lines go to its .result file).
-bad_values=("crop(0)" "crop(x)" "crop" "vflip" "crop(12)")
+bad_values=("crop(0)" "crop(x)" "crop" "vflip" "crop(12)" "erase(2)")
 for bad in "${bad_values[@]}"; do
   ( expect_error "bad-$bad" 1 "key 'data.augment'" train "$WORK/run.ini" --run.dir "$WORK/x" --data.augment "$bad"
     [ "$EXPECT_RC" = 2 ] || fail "bad-$bad: exit $EXPECT_RC, not 2" ) > "$WORK/bad-$bad.result" 2>&1 &
@@ -67,7 +67,7 @@ done
 grep -q "batches read on a loader thread (data.loader = thread)" "$WORK/a.log" \
   && grep -q "batches read inline, in the training thread (data.loader = inline)" "$WORK/b.log" \
   && pass "the banners say where the batches were read" || fail "banner: $(grep -h "batches read" "$WORK"/[ab].log)"
-grep -q "augment = hflip crop(2)" "$WORK/a/config.ini" && pass "config.ini records data.augment" \
+grep -q "augment = hflip crop(2) erase(0.5)" "$WORK/a/config.ini" && pass "config.ini records data.augment" \
   || fail "config.ini: $(grep augment "$WORK/a/config.ini" || true)"
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/b")") > "$WORK/ab.diff"; then
   pass "two augmented runs, loader thread and inline: identical checkpoints ($(contents "$(latest_checkpoint "$WORK/a")" | grep -c ' \[') arrays)"

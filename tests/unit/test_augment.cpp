@@ -136,3 +136,52 @@ TEST_CASE("augmentation needs image samples and a crop that fits", "[augment]") 
                     Catch::Contains("key 'data.augment': crop(24)") && Catch::Contains("below 24"));
   CHECK_THROWS_AS(augment_image_shape(steps({{AugmentKind::hflip, 0}}), {2, 3, 4, 5}, "d"), InputError);
 }
+
+TEST_CASE("erase(P): RandomErasing's boxes, in the share of samples P, zeroing every channel", "[augment]") {
+  const ImageShape s{2, 28, 28};
+  const Augmenter a(steps({{AugmentKind::erase, 0, 0.3}}), s, 11);
+  const Augmenter same(a.steps(), s, 11);
+  const int samples = 20000;
+  int erased = 0;
+  double area_share = 0.0;
+  std::set<std::size_t> tops, lefts, heights;
+  for (int i = 0; i < samples; ++i) {
+    const Box box = a.erasure(2, i, 0);
+    const Box again = same.erasure(2, i, 0);
+    CHECK((box.top == again.top && box.left == again.left && box.height == again.height && box.width == again.width));
+    if (box.height == 0) continue;
+    ++erased;
+    // Inside the image, smaller than it on both sides (torchvision's condition).
+    CHECK((box.height < 28 && box.width < 28 && box.top + box.height <= 28 && box.left + box.width <= 28));
+    // 2-33% of the area before rounding each side to a whole pixel; aspect 0.3-3.3 likewise.
+    const double share = double(box.height * box.width) / (28 * 28);
+    CHECK((share > 0.012 && share < 0.37));
+    const double aspect = double(box.height) / double(box.width);
+    CHECK((aspect > 0.2 && aspect < 5.0));
+    area_share += share;
+    tops.insert(box.top);
+    lefts.insert(box.left);
+    heights.insert(box.height);
+  }
+  // p = 0.3 (every box here fits within 10 tries): within 0.3 +- 0.02 (6 sigma).
+  CHECK(std::abs(erased / double(samples) - 0.3) < 0.02);
+  // The mean share of a uniform draw in [0.02, 0.33] is 0.175; rounding and the
+  // boxes that do not fit move it by little.
+  CHECK(std::abs(area_share / erased - 0.175) < 0.02);
+  CHECK(tops.size() > 20);
+  CHECK(lefts.size() > 20);
+  CHECK(heights.size() > 15);
+
+  // apply zeroes exactly the box, in every channel, and nothing else.
+  for (std::int64_t i = 0; i < 40; ++i) {
+    std::vector<float> image = numbered(s);
+    a.apply(5, i, image.data());
+    const Box box = a.erasure(5, i, 0);
+    for (std::size_t c = 0; c < 2; ++c)
+      for (std::size_t y = 0; y < 28; ++y)
+        for (std::size_t x = 0; x < 28; ++x) {
+          const bool inside = y >= box.top && y < box.top + box.height && x >= box.left && x < box.left + box.width;
+          CHECK(at(image, s, c, y, x) == (inside ? 0.0f : float(100 * c + 10 * y + x + 1)));
+        }
+  }
+}

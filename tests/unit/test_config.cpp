@@ -234,8 +234,13 @@ TEST_CASE("data.augment parses into its steps, and refuses what it cannot mean",
   CHECK(load_config("", {"--data.train", "x"}).data.augment.empty());
   CHECK(load_config("", {"--data.train", "x", "--data.augment", "crop(2) hflip"}).data.augment ==
         std::vector<AugmentStep>{{AugmentKind::crop, 2}, {AugmentKind::hflip, 0}});
+  CHECK(load_config("", {"--data.train", "x", "--data.augment", "erase erase(0.25) erase(1)"}).data.augment ==
+        std::vector<AugmentStep>{{AugmentKind::erase, 0, 0.5}, {AugmentKind::erase, 0, 0.25}, {AugmentKind::erase, 0, 1.0}});
+  CHECK(written_form(std::vector<AugmentStep>{{AugmentKind::erase, 0, 0.5}, {AugmentKind::hflip, 0, 0.0}}) ==
+        "erase(0.5) hflip");
   for (const char* wrong : {"vflip", "crop(0)", "crop(x)", "crop", "crop()", "crop(-1)", "crop(2", "crop(2)x",
-                            "hflip(1)", "crop(99999999999)", "hflip,crop(2)"}) {
+                            "hflip(1)", "crop(99999999999)", "hflip,crop(2)", "erase(0)", "erase(1.5)", "erase()",
+                            "erase(nan)", "erase(-0.5)", "erase(0.5", "erase(p)", "erase(inf)"}) {
     INFO(wrong);
     CHECK_THAT(error_of(base, {"--data.augment", wrong}), Catch::Contains("command line: key 'data.augment': '"));
   }

@@ -55,12 +55,12 @@ struct ChoiceNames<LoaderPlacement> {
                                                                       {LoaderPlacement::inline_reads, "inline"}}};
 };
 
-// A transform of data.augment (the list and crop's padding are parsed in config.cpp).
-enum class AugmentKind { hflip, crop };
+// A transform of data.augment (the list and its arguments are parsed in config.cpp).
+enum class AugmentKind { hflip, crop, erase };
 template <>
 struct ChoiceNames<AugmentKind> {
-  static constexpr std::array<NamedChoice<AugmentKind>, 2> table{
-      {{AugmentKind::hflip, "hflip"}, {AugmentKind::crop, "crop"}}};
+  static constexpr std::array<NamedChoice<AugmentKind>, 3> table{
+      {{AugmentKind::hflip, "hflip"}, {AugmentKind::crop, "crop"}, {AugmentKind::erase, "erase"}}};
 };
 
 // model.activation (relu, exact-erf gelu, tanh); gelu_tanh (GELU's tanh

@@ -17,6 +17,7 @@ namespace mpiddp {
 struct AugmentStep {
   AugmentKind kind = AugmentKind::hflip;
   int padding = 0;                   // crop(P): zero padding on every side, then a crop back to size
+  double probability = 0.0;          // erase(P): the chance that a sample gets a box erased
   bool operator==(const AugmentStep&) const = default;
 };
 

@@ -39,6 +39,13 @@ struct Shift {
   int dx = 0, dy = 0;
 };
 
+// The rectangle erase(P) zeroes in every channel; height 0: none.
+struct Box {
+  std::size_t top = 0, left = 0, height = 0, width = 0;
+};
+// Zeroes `box` in every channel.
+void erase_box(float* image, const ImageShape& shape, const Box& box);
+
 class Augmenter {
  public:
   Augmenter(std::vector<AugmentStep> steps, ImageShape shape, std::uint64_t seed);
@@ -46,9 +53,13 @@ class Augmenter {
   const std::vector<AugmentStep>& steps() const { return steps_; }
   const ImageShape& shape() const { return shape_; }
 
-  // The decision of step `position` (an hflip, a crop) for sample `index` in `epoch`.
+  // The decision of step `position` (an hflip, a crop, an erasure) for sample `index` in `epoch`.
   bool flips(std::uint64_t epoch, std::int64_t index, std::size_t position) const;
   Shift shift(std::uint64_t epoch, std::int64_t index, std::size_t position) const;
+  // torchvision's RandomErasing(p, scale=(0.02, 0.33), ratio=(0.3, 3.3)): with
+  // probability p, up to 10 draws of an area share and a log-uniform aspect ratio
+  // until the box fits inside the image; none fitting: no box.
+  Box erasure(std::uint64_t epoch, std::int64_t index, std::size_t position) const;
 
   // Every step, in order, on one sample (shape().size() floats).
   void apply(std::uint64_t epoch, std::int64_t index, float* image) const;
