@@ -11,6 +11,7 @@
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 #include "mpiddp/train/signals.hpp"
 
 namespace {
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   // Before MPI starts: a pre-emption signal during start-up must not kill the rank.
   install_stop_signal_handlers();
+  Watchdog::instance().set_being_ended_query(&terminate_requested);
   {
     std::optional<ProcessGroup> started;
     try {

@@ -125,7 +125,8 @@ Box Augmenter::erasure(std::uint64_t epoch, std::int64_t index, std::size_t posi
     // Python's round(), as torchvision's: halves to even (the default rounding mode).
     const auto h = static_cast<std::size_t>(std::nearbyint(std::sqrt(erase_area * aspect)));
     const auto w = static_cast<std::size_t>(std::nearbyint(std::sqrt(erase_area / aspect)));
-    if (h == 0 || w == 0 || h >= shape_.height || w >= shape_.width) continue;
+    if (h >= shape_.height || w >= shape_.width) continue;
+    if (h == 0 || w == 0) return {};  // torchvision erases this empty box: nothing
     // The top-left corner, uniform over the places the box fits (modulo bias below 2^-32).
     return {rng.bits(draw + 2) % (shape_.height - h + 1), rng.bits(draw + 3) % (shape_.width - w + 1), h, w};
   }

@@ -18,6 +18,10 @@ constexpr double kProbeAnswerS = 2.0;
 // A rank that found lost peers stays (answering probes) this long before it exits:
 // other survivors probe a moment later, and must not count it among the lost.
 constexpr double kLingerS = 2.0;
+// A call that failed because a peer's process is gone waits this long, answering
+// probes, before it calls the peer lost: long enough for the launcher's SIGTERM
+// when the peer ended by MPI_Abort (the job is being ended, nobody was lost).
+constexpr double kAbortGraceS = 2.0;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -56,7 +60,7 @@ void Watchdog::run() {
     const char* op = operation_.load();
     const std::int64_t since = started_ns_.load();
     if (!op || since <= 0) continue;
-    const std::string where = std::string(op) + " at step " + std::to_string(step_.load());
+    const std::string where = at_step(op);
     const std::int64_t now = now_ns();
     if (now - since > limit_ns) {
       const std::string lost = lost_peers();
@@ -74,7 +78,9 @@ void Watchdog::run() {
       last_probe_ns = now;
       const std::string lost = lost_peers();
       // Only while the same call still waits: one that completed meanwhile was not stuck.
-      if (!lost.empty() && started_ns_.load() == since)
+      // Nor while the launcher ends this process: a peer that aborted is not lost.
+      bool (*being_ended)() = being_ended_.load();
+      if (!lost.empty() && started_ns_.load() == since && !(being_ended && being_ended()))
         end_process("lost " + lost + " (their processes do not answer): " + where + " waits for them; ending the job",
                     kExitRanksLost, rank_);
     }
@@ -101,9 +107,23 @@ std::string Watchdog::lost_peers() {
 void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
   const std::string lost = lost_peers();
   if (lost.empty()) return;
-  end_process("lost " + lost + " (their processes do not answer): " + what + " at step " +
-                  std::to_string(step_.load()) + "; ending the job",
+  linger(kAbortGraceS);
+  if (bool (*being_ended)() = being_ended_.load(); being_ended && being_ended()) return;
+  end_process("lost " + lost + " (their processes do not answer): " + at_step(what) + "; ending the job",
               kExitRanksLost, rank);
+}
+
+std::string Watchdog::at_step(const std::string& operation) const {
+  const std::int64_t step = step_.load();
+  return step < 0 ? operation : operation + " at step " + std::to_string(step);
+}
+
+void Watchdog::linger(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    drain_probe();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void Watchdog::end_process(const std::string& message, int exit_code, int rank) {
@@ -112,13 +132,7 @@ void Watchdog::end_process(const std::string& message, int exit_code, int rank) 
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits
   std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, message.c_str());
   std::fflush(stderr);
-  if (exit_code == kExitRanksLost) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLingerS);
-    while (std::chrono::steady_clock::now() < until) {
-      drain_probe();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  if (exit_code == kExitRanksLost) linger(kLingerS);
   // Without MPI_Finalize the launcher sees this rank fail and ends the others.
   ::_exit(exit_code);
 }

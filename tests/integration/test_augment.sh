@@ -34,6 +34,8 @@ contents() { "$MPIDDP" inspect checkpoint "$1" | grep -v -e '^format_version' -e
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/a" --data.loader thread > "$WORK/a.log" 2>&1 & job_a=$!
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/b" --data.loader inline > "$WORK/b.log" 2>&1 & job_b=$!
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/plain" --data.augment "" > "$WORK/plain.log" 2>&1 & job_plain=$!
+run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/erased" --data.augment "erase(1)" > "$WORK/erased.log" 2>&1 &
+job_erased=$!
 # Stopped in epoch 2 (after global step 21 of 45) by SIGUSR1 on rank 1, resumed below.
 run_ranks 2 train "$WORK/run.ini" --run.dir "$WORK/split" --debug.fail_rank 1 --debug.fail_step 20 \
   --debug.fail_mode signal > "$WORK/split1.log" 2>&1 & job_split=$!
@@ -54,6 +56,7 @@ done
 rc=0; wait "$job_a" || rc=$?; [ "$rc" = 0 ] || fail "augmented run: exit $rc"
 rc=0; wait "$job_b" || rc=$?; [ "$rc" = 0 ] || fail "repeated run: exit $rc"
 rc=0; wait "$job_plain" || rc=$?; [ "$rc" = 0 ] || fail "plain run: exit $rc"
+rc=0; wait "$job_erased" || rc=$?; [ "$rc" = 0 ] || fail "erase(1) run: exit $rc"
 rc=0; wait "$job_split" || rc=$?; [ "$rc" = 75 ] && pass "stopped by the signal (exit 75)" || fail "stop: exit $rc"
 rc=0; wait "$job_w1" || rc=$?; [ "$rc" = 0 ] || fail "world 1 run: exit $rc"
 rc=0; wait "$job_w2" || rc=$?; [ "$rc" = 0 ] || fail "world 2 run: exit $rc"
@@ -75,6 +78,9 @@ else fail "two augmented runs differ"; head -5 "$WORK/ab.diff" >&2; fi
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/plain")") >/dev/null; then
   fail "augmentation changed nothing"
 else pass "augmentation changes the trained weights"; fi
+if diff <(contents "$(latest_checkpoint "$WORK/erased")") <(contents "$(latest_checkpoint "$WORK/plain")") >/dev/null; then
+  fail "erase(1) changed nothing"
+else pass "erase(1) alone changes the trained weights"; fi
 grep -q "resuming from .*global step 21" "$WORK/split2.log" && pass "resumed mid-epoch 2" \
   || { fail "resume message"; grep -i resum "$WORK/split2.log" >&2 || true; }
 if diff <(contents "$(latest_checkpoint "$WORK/a")") <(contents "$(latest_checkpoint "$WORK/split")") > "$WORK/split.diff"; then

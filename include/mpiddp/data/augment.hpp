@@ -58,7 +58,7 @@ class Augmenter {
   Shift shift(std::uint64_t epoch, std::int64_t index, std::size_t position) const;
   // torchvision's RandomErasing(p, scale=(0.02, 0.33), ratio=(0.3, 3.3)): with
   // probability p, up to 10 draws of an area share and a log-uniform aspect ratio
-  // until the box fits inside the image; none fitting: no box.
+  // until the box fits inside the image; none fitting, or a side rounded to 0: no box.
   Box erasure(std::uint64_t epoch, std::int64_t index, std::size_t position) const;
 
   // Every step, in order, on one sample (shape().size() floats).

@@ -29,11 +29,16 @@ class Watchdog {
   // watchdog no longer uses the previous one (its owner may destroy it).
   void set_probe(const PeerProbe* probe);
   // For a blocking call that failed (`what`: "MPI_Allreduce(...) failed: text"):
-  // when some peers' processes no longer answer, ends this process as a stall
+  // when some peers' processes no longer answer, and the launcher has not begun to
+  // end the job within a short grace (`being_ended`), ends this process as a stall
   // would, with the line naming them (exit 76); otherwise returns, and the caller
   // reports the failure itself. A write to a dead node's rank fails (EPIPE) long
-  // before dist.timeout_s, and must still be told as the lost ranks it is.
+  // before dist.timeout_s, and must still be told as the lost ranks it is; a peer
+  // that ended by MPI_Abort after its own error looks the same for a moment, but
+  // then the launcher ends the others (SIGTERM), and that is no lost rank.
   void end_if_peers_lost(const std::string& what, int rank);
+  // Whether the launcher is ending this process (train: SIGTERM seen); none: never.
+  void set_being_ended_query(bool (*being_ended)()) { being_ended_ = being_ended; }
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -56,6 +61,10 @@ class Watchdog {
   // The lost ranks' description, "" when every rank answers (or there is no probe).
   std::string lost_peers();
   void drain_probe();
+  // Answers probes for `seconds` (others probing a moment later must find this rank alive).
+  void linger(double seconds);
+  // "MPI_Allreduce(float sum) at step 12", or without the step before the first.
+  std::string at_step(const std::string& operation) const;
   [[noreturn]] void end_process(const std::string& message, int exit_code, int rank);
 
   std::atomic<const char*> operation_{nullptr};
@@ -65,6 +74,7 @@ class Watchdog {
   std::atomic<bool> ending_{false};
   std::mutex probe_mutex_;  // guards probe_ while the thread uses it
   const PeerProbe* probe_ = nullptr;
+  std::atomic<bool (*)()> being_ended_{nullptr};
   double timeout_s_ = 0.0;
   int rank_ = 0;
   std::thread thread_;
