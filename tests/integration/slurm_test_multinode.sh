@@ -75,6 +75,17 @@ same_parameters "$(latest_checkpoint "$WORK/mpirun4")" "$(latest_checkpoint "$WO
 same_parameters "$(latest_checkpoint "$WORK/mpirun4")" "$(latest_checkpoint "$WORK/sbatch4")" \
   && pass "sbatch on 2 nodes: bit-identical to mpirun -n 4 on one node" || fail "sbatch on 2 nodes differs from mpirun -n 4"
 
+# 3b. An ordinary error on one node (rank 2 throws: its line, then MPI_Abort). The
+# survivors' sends to it fail, but the launcher is ending the job: nobody is called
+# lost, and the job does not exit 76 (which the template would requeue as a node loss).
+rc=0; slurm srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node 2 "$MPIDDP" train "$WORK/base.ini" \
+  --run.dir "$WORK/throw" --debug.fail_rank 2 --debug.fail_step 5 --debug.fail_mode throw > "$WORK/throw.out" 2>&1 \
+  || rc=$?
+if grep -q "rank 2: debug.fail_mode = throw at step 5" "$WORK/throw.out" && [ "$rc" != 0 ] && [ "$rc" != 76 ] \
+  && ! grep -q "lost rank" "$WORK/throw.out"; then
+  pass "a rank that throws on the other node: its line, exit $rc, nobody called lost"
+else fail "a rank that throws on the other node (exit $rc)"; grep -a "error" "$WORK/throw.out" >&2; fi
+
 # 4. A sweep of 3 runs, each one node's worth (2 tasks on a node of 2 CPUs), all
 # at once: the array tasks run on different nodes (each task's log names its host).
 cat > "$WORK/batch.txt" <<'TXT'
