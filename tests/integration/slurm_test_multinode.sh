@@ -3,7 +3,8 @@
 # each node a slurmd in a network namespace of its own, with its own hostname and
 # address on a private bridge): 4 ranks on 2 nodes under srun and under the job
 # template, with the banner's hosts and local ranks and the final parameters
-# checked against `mpirun -n 4` on one node; a node that dies mid-training (every
+# checked against `mpirun -n 4` on one node; a rank that throws on one node (its
+# line, nobody called lost, no exit 76); a node that dies mid-training (every
 # process in its namespace SIGKILLed), which must end the job by itself with a
 # line naming the lost ranks and host, be marked down, and leave a requeued job
 # that resumes from the last checkpoint on the remaining nodes; a sweep whose
