@@ -11,7 +11,6 @@
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/device/cuda.hpp"
 #include "mpiddp/dist/process_group.hpp"
-#include "mpiddp/dist/watchdog.hpp"
 #include "mpiddp/train/signals.hpp"
 
 namespace {
@@ -73,7 +72,6 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   // Before MPI starts: a pre-emption signal during start-up must not kill the rank.
   install_stop_signal_handlers();
-  Watchdog::instance().set_being_ended_query(&terminate_requested);
   {
     std::optional<ProcessGroup> started;
     try {

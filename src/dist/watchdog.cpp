@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -18,10 +19,6 @@ constexpr double kProbeAnswerS = 2.0;
 // A rank that found lost peers stays (answering probes) this long before it exits:
 // other survivors probe a moment later, and must not count it among the lost.
 constexpr double kLingerS = 2.0;
-// A call that failed because a peer's process is gone waits this long, answering
-// probes, before it calls the peer lost: long enough for the launcher's SIGTERM
-// when the peer ended by MPI_Abort (the job is being ended, nobody was lost).
-constexpr double kAbortGraceS = 2.0;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -78,9 +75,7 @@ void Watchdog::run() {
       last_probe_ns = now;
       const std::string lost = lost_peers();
       // Only while the same call still waits: one that completed meanwhile was not stuck.
-      // Nor while the launcher ends this process: a peer that aborted is not lost.
-      bool (*being_ended)() = being_ended_.load();
-      if (!lost.empty() && started_ns_.load() == since && !(being_ended && being_ended()))
+      if (!lost.empty() && started_ns_.load() == since)
         end_process("lost " + lost + " (their processes do not answer): " + where + " waits for them; ending the job",
                     kExitRanksLost, rank_);
     }
@@ -105,10 +100,17 @@ std::string Watchdog::lost_peers() {
 }
 
 void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
+  if (lost_peers().empty()) return;
+  // Decide when the ranks still waiting in this collective probe (5 s after it
+  // began, by their monitors): the survivors then end together, with exit 76,
+  // before the launcher reacts to the first of them. A peer that ended by
+  // MPI_Abort after its own error looks lost too, but by then the launcher has
+  // ended the job.
+  const std::int64_t began = started_ns_.load();
+  const std::int64_t decide_ns = (began > 0 ? began : now_ns()) + static_cast<std::int64_t>(kProbeAfterS * 1e9);
+  linger(std::max(0.0, static_cast<double>(decide_ns - now_ns()) * 1e-9));
   const std::string lost = lost_peers();
   if (lost.empty()) return;
-  linger(kAbortGraceS);
-  if (bool (*being_ended)() = being_ended_.load(); being_ended && being_ended()) return;
   end_process("lost " + lost + " (their processes do not answer): " + at_step(what) + "; ending the job",
               kExitRanksLost, rank);
 }

@@ -27,6 +27,5 @@ void install_stop_signal_handlers() {
 }
 
 bool stop_requested() { return received != 0; }
-bool terminate_requested() { return received == SIGTERM; }
 
 }  // namespace mpiddp

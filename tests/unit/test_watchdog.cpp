@@ -1,8 +1,7 @@
 // Watchdog::end_if_peers_lost (dist/watchdog.hpp): a blocking call that failed
 // (as a write to a dead node's rank does, long before dist.timeout_s) ends the
 // process with the lost-ranks line and exit 76 when peers no longer answer, and
-// returns (the caller reports the failure) when every peer answers or when the
-// launcher is ending the job. Each case runs
+// returns (the caller reports the failure) when every peer answers. Each case runs
 // in a child process, since the first ends it.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,12 +31,9 @@ struct Ending {
   std::string stderr_text;
 };
 
-bool ending_the_job() { return true; }
-
-// Calls end_if_peers_lost in a child whose watchdog uses `probe` (and, when
-// `launcher_ends_it`, sees the launcher ending the job); what it printed and how it
-// ended (exit 0: the call returned; 99: an exception in the child).
-Ending fail_a_call_in_child(const PeerProbe& probe, bool launcher_ends_it = false) {
+// Calls end_if_peers_lost in a child whose watchdog uses `probe`; what it printed
+// and how it ended (exit 0: the call returned; 99: an exception in the child).
+Ending fail_a_call_in_child(const PeerProbe& probe) {
   char path[] = "/tmp/mpiddp-watchdog-XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
@@ -48,7 +44,6 @@ Ending fail_a_call_in_child(const PeerProbe& probe, bool launcher_ends_it = fals
       Watchdog& watchdog = Watchdog::instance();
       watchdog.set_probe(&probe);
       watchdog.set_step(12);
-      if (launcher_ends_it) watchdog.set_being_ended_query(&ending_the_job);
       watchdog.end_if_peers_lost("MPI_Allreduce(float sum) failed: MPI_ERR_INTERN: internal error", 3);
     } catch (...) {
       ::_exit(99);  // never back into Catch2's runner in the child
@@ -87,20 +82,6 @@ TEST_CASE("a failed call while every peer answers is left to the caller to repor
   REQUIRE(me.enabled());
   me.set_table({me.own_address(host), live->own_address(host)}, 0);
   const Ending ending = fail_a_call_in_child(me);
-  CHECK(ending.exit_code == 0);
-  CHECK(ending.stderr_text.empty());
-}
-
-TEST_CASE("a failed call while the launcher ends the job names nobody lost", "[dist]") {
-  // A peer that ended by MPI_Abort is gone too, but then the launcher sends SIGTERM
-  // to the others within the grace: the caller reports its own failure, no exit 76.
-  PeerProbe me;
-  auto aborted = std::make_unique<PeerProbe>();
-  REQUIRE(me.enabled());
-  const std::string host = this_host();
-  me.set_table({me.own_address(host), aborted->own_address(host)}, 0);
-  aborted.reset();
-  const Ending ending = fail_a_call_in_child(me, true);
   CHECK(ending.exit_code == 0);
   CHECK(ending.stderr_text.empty());
 }

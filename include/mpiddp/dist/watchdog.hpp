@@ -7,7 +7,7 @@
 // other rank whether its process still lives (again every 5 s); when some do not
 // (a node died), it ends the process at once with a line naming those ranks and
 // their hosts, without waiting for dist.timeout_s, and exit code 76 (kExitRanksLost).
-// A call that fails instead of waiting (check_mpi) asks the same question at once.
+// A call that fails instead of waiting (check_mpi) asks the same question, at the same time.
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -29,16 +29,15 @@ class Watchdog {
   // watchdog no longer uses the previous one (its owner may destroy it).
   void set_probe(const PeerProbe* probe);
   // For a blocking call that failed (`what`: "MPI_Allreduce(...) failed: text"):
-  // when some peers' processes no longer answer, and the launcher has not begun to
-  // end the job within a short grace (`being_ended`), ends this process as a stall
+  // when some peers' processes no longer answer, ends this process as a stall
   // would, with the line naming them (exit 76); otherwise returns, and the caller
   // reports the failure itself. A write to a dead node's rank fails (EPIPE) long
-  // before dist.timeout_s, and must still be told as the lost ranks it is; a peer
-  // that ended by MPI_Abort after its own error looks the same for a moment, but
-  // then the launcher ends the others (SIGTERM), and that is no lost rank.
+  // before dist.timeout_s, and must still be told as the lost ranks it is. It
+  // decides when a rank waiting in the same call would (5 s after the call began,
+  // probing again then), so that the survivors end alike: the first survivor's
+  // exit makes the launcher kill the others, and one killed before its own exit 76
+  // leaves the job with another exit code (no requeue for the lost node).
   void end_if_peers_lost(const std::string& what, int rank);
-  // Whether the launcher is ending this process (train: SIGTERM seen); none: never.
-  void set_being_ended_query(bool (*being_ended)()) { being_ended_ = being_ended; }
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -74,7 +73,6 @@ class Watchdog {
   std::atomic<bool> ending_{false};
   std::mutex probe_mutex_;  // guards probe_ while the thread uses it
   const PeerProbe* probe_ = nullptr;
-  std::atomic<bool (*)()> being_ended_{nullptr};
   double timeout_s_ = 0.0;
   int rank_ = 0;
   std::thread thread_;

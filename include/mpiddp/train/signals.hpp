@@ -7,7 +7,5 @@ namespace mpiddp {
 
 void install_stop_signal_handlers();
 bool stop_requested();
-// Whether SIGTERM came (a launcher ending the job, scancel), not only USR1.
-bool terminate_requested();
 
 }  // namespace mpiddp
