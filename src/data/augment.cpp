@@ -108,11 +108,6 @@ Shift Augmenter::shift(std::uint64_t epoch, std::int64_t index, std::size_t posi
           static_cast<int>(rng.bits(1) % choices) - static_cast<int>(padding)};
 }
 
-namespace {
-// A double in [0, 1) from 53 random bits.
-double unit_double(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1p-53; }
-}  // namespace
-
 Box Augmenter::erasure(std::uint64_t epoch, std::int64_t index, std::size_t position) const {
   const CounterRng rng(key(epoch, index, position));
   if (!(unit_double(rng.bits(0)) < steps_[position].probability)) return {};

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/host.hpp"
 #include "mpiddp/common/printable.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/dist/watchdog.hpp"
@@ -28,9 +29,7 @@ ProcessGroup::ProcessGroup(int* argc, char*** argv) {
   check_mpi(MPI_Comm_size(node, &local_size_), "MPI_Comm_size(node)");
   MPI_Comm_free(&node);
 
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  host_ = name;
+  host_ = host_name();
   set_up_peer_probe();
   world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }

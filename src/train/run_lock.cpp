@@ -12,15 +12,14 @@
 #include <fstream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/host.hpp"
 
 namespace mpiddp {
 namespace {
 
 // "host H, pid P, Slurm job J, since T": what a refused job is told.
 std::string holder_text() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  std::string text = std::string("host ") + host + ", pid " + std::to_string(getpid());
+  std::string text = "host " + host_name() + ", pid " + std::to_string(getpid());
   if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) text += std::string(", Slurm job ") + job;
   char when[64] = {0};
   const std::time_t now = std::time(nullptr);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/host.hpp"
 #include "mpiddp/dist/peer_probe.hpp"
 #include "mpiddp/dist/watchdog.hpp"
 
@@ -20,11 +21,6 @@ using mpiddp::PeerProbe;
 using mpiddp::Watchdog;
 
 namespace {
-std::string this_host() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 struct Ending {
   int exit_code = -1;  // -1: killed by a signal
@@ -65,7 +61,7 @@ TEST_CASE("a failed call names the peers that no longer answer, and ends with ex
   auto live = std::make_unique<PeerProbe>();
   auto gone = std::make_unique<PeerProbe>();
   REQUIRE(me.enabled());
-  const std::string host = this_host();
+  const std::string host = mpiddp::host_name();
   me.set_table({me.own_address(host), live->own_address(host), gone->own_address(host)}, 0);
   gone.reset();  // rank 2's process ends: its socket closes
   const Ending ending = fail_a_call_in_child(me);
@@ -78,7 +74,7 @@ TEST_CASE("a failed call names the peers that no longer answer, and ends with ex
 TEST_CASE("a failed call while every peer answers is left to the caller to report", "[dist]") {
   PeerProbe me;
   auto live = std::make_unique<PeerProbe>();
-  const std::string host = this_host();
+  const std::string host = mpiddp::host_name();
   REQUIRE(me.enabled());
   me.set_table({me.own_address(host), live->own_address(host)}, 0);
   const Ending ending = fail_a_call_in_child(me);

@@ -20,6 +20,8 @@ MPIDDP_HD std::uint64_t hash_combine(std::uint64_t a, std::uint64_t b) { return 
 
 // Uniform in [0, 1) with 24 random bits (exactly representable as float).
 MPIDDP_HD float unit_float(std::uint64_t bits) { return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f); }
+// Uniform in [0, 1) with 53 random bits (exactly representable as double).
+MPIDDP_HD double unit_double(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1p-53; }
 
 // A counter-based stream: value i depends only on (key, i).
 class CounterRng {
