@@ -261,6 +261,9 @@ void describe(Schema& s, Config& c) {
   s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");
   s.add("train.max_steps", &c.train.max_steps, "stop after this many optimizer steps, 0 = none", at_least(0));
   s.add("train.nonfinite", &c.train.nonfinite, "NaN/Inf loss or gradient: {}");
+  s.add("train.label_smoothing", &c.train.label_smoothing,
+        "training loss: the target is 1 - S on the label plus S / classes on every class (PyTorch's "
+        "CrossEntropyLoss(label_smoothing=S)); evaluation reports the plain cross-entropy", between(0, 1));
   s.add("optim.name", &c.optim.name, "{}");
   s.add("optim.lr", &c.optim.lr, "peak learning rate", above_up_to(0, kMaxLearningRate));
   s.add("optim.momentum", &c.optim.momentum, "SGD momentum", from_below(0, 1));
@@ -410,6 +413,9 @@ void validate(Config& c, const Origin& origin) {
   if (c.model.classes == 1)
     bad(origin.of("model.classes"), "model.classes",
         "1 class cannot be told apart from anything; use at least 2, or 0 for the shards' num_classes");
+  if (c.train.label_smoothing > 0.0 && c.data.task != DataTask::classification)
+    bad(origin.of("train.label_smoothing"), "train.label_smoothing",
+        "smooths class labels; data.task = " + std::string(name_of(c.data.task)) + " has none (use 0)");
   if (c.optim.min_lr > c.optim.lr)
     bad(origin.of("optim.min_lr"), "optim.min_lr",
         "the final learning rate " + format_value(c.optim.min_lr) + " is above optim.lr = " + format_value(c.optim.lr));

@@ -6,7 +6,8 @@ namespace mpiddp {
 
 // Host versions of the device losses (same per-row math, see elementwise.hpp).
 
-LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* labels, Matrix* grad) {
+LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* labels, Matrix* grad,
+                                 float label_smoothing) {
   const std::size_t n = logits.rows(), c = logits.cols();
   LossResult result;
   result.count = static_cast<std::int64_t>(n);
@@ -15,7 +16,7 @@ LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* label
   for (std::size_t r = 0; r < n; ++r) {
     bool correct = false;
     result.loss_sum += ew::softmax_cross_entropy_row(logits.row(r), static_cast<int>(c), labels[r], inv_n,
-                                                     grad ? grad->row(r) : nullptr, &correct);
+                                                     label_smoothing, grad ? grad->row(r) : nullptr, &correct);
     result.correct += correct;
   }
   return result;

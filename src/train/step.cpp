@@ -16,14 +16,14 @@ std::size_t loss_rows_per_sample(const Sequential& model) {
 
 // Adds the loss of `output` to the device's running sums; grad (may be null)
 // receives d(mean loss)/d(output).
-void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, bool classification, Matrix* grad,
-                std::size_t per_sample) {
+void apply_loss(Device& device, const Matrix& output, const StagedBatch& batch, bool classification,
+                float label_smoothing, Matrix* grad, std::size_t per_sample) {
   const int n = static_cast<int>(indexable(output.rows() * per_sample, "rows of the loss (samples x positions)"));
   const int width = static_cast<int>(output.cols() / per_sample);
   if (grad) grad->resize(output.rows(), output.cols());
   float* g = grad ? grad->data() : nullptr;
   LossOps& losses = device.ops<LossOps>();
-  if (classification) losses.softmax_cross_entropy(output.data(), batch.labels, g, n, width);
+  if (classification) losses.softmax_cross_entropy(output.data(), batch.labels, g, n, width, label_smoothing);
   else losses.mean_squared_error(output.data(), batch.targets, g, n, width);
 }
 StagedBatch stage(Device& device, const Batch& batch, int slot) {
@@ -48,7 +48,8 @@ LossResult forward_backward(Sequential& model, GradientReducer& reducer, const S
     const Matrix& output = model.forward(*batch.features, ctx);
     {
       TraceSpan span("loss");
-      apply_loss(device, output, batch, in.classification, &grad_output, loss_rows_per_sample(model));
+      apply_loss(device, output, batch, in.classification, in.label_smoothing, &grad_output,
+                 loss_rows_per_sample(model));
     }
     model.backward(grad_output, i > 0, [&](const std::vector<std::size_t>& ready) { reducer.mark_ready(ready); });
     if (!in.resident) device.done_with_stage(slot);
@@ -73,12 +74,14 @@ bool gradients_finite(ParameterStore& params) {
   return params.device().ops<LossOps>().all_finite(params.grads(), params.total());
 }
 
+// The plain cross-entropy, whatever the training's label smoothing: test losses
+// compare across settings, and bits per token stay bits.
 LossResult evaluate_batch(Sequential& model, const Batch& batch, bool classification) {
   Device& device = model.device();
   ForwardContext ctx;
   ctx.training = false;
   const StagedBatch staged = device.stage(batch, 0);
-  apply_loss(device, model.forward(*staged.features, ctx), staged, classification, nullptr,
+  apply_loss(device, model.forward(*staged.features, ctx), staged, classification, 0.0f, nullptr,
              loss_rows_per_sample(model));
   device.done_with_stage(0);
   return device.ops<LossOps>().take_loss();

@@ -180,6 +180,7 @@ class Trainer {
     StepInputs in;
     in.micro_batches = &micro_;
     in.classification = s_.classification;
+    in.label_smoothing = static_cast<float>(config_.train.label_smoothing);
     in.lr = lr_ = schedule_.at(schedule_step(s_.plan, state_.epoch, state_.epoch_samples_done));
     in.context.seed = config_.train.seed;
     in.context.stream = static_cast<std::uint64_t>(s_.comm.rank());

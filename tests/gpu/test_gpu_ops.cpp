@@ -121,12 +121,13 @@ TEST_CASE("GPU losses and optimizer steps match the CPU", "[gpu]") {
   for (int i = 0; i < n; ++i) labels[i] = i % c;
   std::vector<float> grad(n * c);
   cpu_device().ops<LossOps>().take_loss();
-  cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c);
+  // With label smoothing (the plain loss: the next case).
+  cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c, 0.1f);
   const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
   OnGpu gl(logits), gg(n * c);
   std::int32_t* glabels = static_cast<std::int32_t*>(gpu().allocate(n * sizeof(std::int32_t)));
   gpu().copy_to_device(glabels, labels.data(), n * sizeof(std::int32_t));
-  gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c);
+  gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c, 0.1f);
   const LossResult gpu_loss = gpu().ops<LossOps>().take_loss();
   gpu().release(glabels);
   CHECK(gpu_loss.count == n);
@@ -169,15 +170,15 @@ TEST_CASE("GPU softmax cross-entropy matches the CPU for narrow and wide rows, t
     std::vector<float> grad(static_cast<std::size_t>(n) * c);
     cpu_device().ops<LossOps>().take_loss();  // both start from zero sums
     gpu().ops<LossOps>().take_loss();
-    cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c);
+    cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c, 0.0f);
     const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
     OnGpu gl(logits), gg(grad.size());
     std::int32_t* glabels = static_cast<std::int32_t*>(gpu().allocate(n * sizeof(std::int32_t)));
     gpu().copy_to_device(glabels, labels.data(), n * sizeof(std::int32_t));
-    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c);
+    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c, 0.0f);
     const LossResult gpu_loss = gpu().ops<LossOps>().take_loss();
     // Without a gradient (evaluation) the loss is the same.
-    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, nullptr, n, c);
+    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, nullptr, n, c, 0.0f);
     const LossResult eval_loss = gpu().ops<LossOps>().take_loss();
     gpu().release(glabels);
     INFO("classes " << c);

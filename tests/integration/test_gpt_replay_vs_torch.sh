@@ -2,8 +2,8 @@
 # A GPT with residual blocks and a tied output layer, trained 30 steps by mpiddp on
 # 2 ranks, against PyTorch replaying the same steps: the same initial weights
 # (the module scripts/to-torch writes), the windows each rank's sample log names for
-# each step, F.cross_entropy over every target token of the global batch, and
-# torch.optim.AdamW. The parameters must agree to 1e-4 (relative L2 over all of them).
+# each step, F.cross_entropy over every target token of the global batch (with
+# label_smoothing 0.1, as train.label_smoothing gives it), and torch.optim.AdamW. The parameters must agree to 1e-4 (relative L2 over all of them).
 source "$(dirname "$0")/lib.sh"
 require_python_modules h5py numpy torch
 SCRIPTS=$MPIDDP_SOURCE_DIR/scripts
@@ -20,7 +20,7 @@ residual(layernorm causal_self_attention(3)) layernorm linear(tie=0)"
 # different noise, which Adam with a tiny eps turns into full steps of size lr in
 # random directions; with 1e-6 that noise moves the bias by less than 1e-4 x lr.
 write_ini "$WORK/gpt.ini" data.train="$WORK/train" data.context=16 model.layers="$GPT" \
-  train.batch_size=4 train.epochs=1 train.seed=11 train.eval=false optim.name=adamw optim.lr=0.003 \
+  train.batch_size=4 train.epochs=1 train.seed=11 train.eval=false train.label_smoothing=0.1 optim.name=adamw optim.lr=0.003 \
   optim.weight_decay=0.1 optim.beta2=0.95 optim.eps=1e-6
 
 # The initial weights: mpiddp's own initialisation after one step (any weights will do,
@@ -65,7 +65,8 @@ opt = torch.optim.AdamW(model.parameters(), lr=0.003, betas=(0.9, 0.95), eps=1e-
 for step in sorted(steps):
     batch = torch.stack([windows[i] for i in steps[step]])
     logits = model(batch[:, :-1])
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1),
+                                           label_smoothing=0.1)
     opt.zero_grad()
     loss.backward()
     opt.step()

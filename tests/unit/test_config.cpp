@@ -177,6 +177,8 @@ TEST_CASE("values that parse but cannot be meant are refused naming the key", "[
       {"data.prefetch", "0", "key 'data.prefetch': must be in [1, 1000], got 0"},
       {"train.threads", "5000", "key 'train.threads': must be in [0, 1024], got 5000"},
       {"train.max_steps", "-1", "key 'train.max_steps': must be at least 0"},
+      {"train.label_smoothing", "1.5", "key 'train.label_smoothing': must be in [0, 1], got 1.5"},
+      {"train.label_smoothing", "-0.1", "key 'train.label_smoothing': must be in [0, 1], got -0.1"},
       {"ddp.bucket_mb", "0", "key 'ddp.bucket_mb': must be in (0, 65536], got 0"},
       {"ddp.first_bucket_mb", "1e300", "key 'ddp.first_bucket_mb': must be in (0, 65536]"},
       {"ddp.bucket_mb", "-inf", "key 'ddp.bucket_mb': must be a finite number, got -inf"},
@@ -195,6 +197,8 @@ TEST_CASE("values that parse but cannot be meant are refused naming the key", "[
     CHECK_THAT(error_of(base, {"--" + key, c.value}),
                Catch::StartsWith("command line: ") && Catch::Contains(c.expected));
   }
+  CHECK_THAT(error_of(base + "task = regression\n[train]\nlabel_smoothing = 0.1\n"),
+             Catch::Contains("key 'train.label_smoothing': smooths class labels; data.task = regression has none"));
   // AdamW scales the weights by 1 - lr x weight_decay every step.
   CHECK_THAT(error_of(base + "[optim]\nname = adamw\nlr = 0.5\nweight_decay = 2\n"),
              Catch::Contains("key 'optim.weight_decay': optim.lr x optim.weight_decay = 1 must be below 1"));

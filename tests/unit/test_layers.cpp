@@ -1,4 +1,5 @@
 // Layer and loss gradients against central finite differences; NaN through the layers.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -107,6 +108,38 @@ TEST_CASE("softmax cross-entropy value, gradient and accuracy", "[loss]") {
   CHECK(r.correct == 1);  // row 0 predicts 2 (right); row 1 ties, argmax 0 (wrong)
   CHECK(grad.at(0, 2) == Approx((std::exp(3.0 - lse) - 1) / 2));
   CHECK(grad.at(1, 0) == Approx((1.0 / 3) / 2));
+}
+
+TEST_CASE("label smoothing gives PyTorch's cross_entropy(label_smoothing=S) and its gradient", "[loss]") {
+  // The values: torch.nn.functional.cross_entropy in double (loss x rows, gradient).
+  Matrix logits(3, 4);
+  const float z[] = {1, 2, 3, -0.5f, 0, 0, 0, 0, 4, -1, 0.25f, 2};
+  std::copy(z, z + 12, logits.data());
+  const std::int32_t labels[] = {2, 1, 3};
+  struct Expected {
+    float smoothing;
+    double loss_sum;
+    float grad[12];
+  };
+  const Expected cases[] = {
+      {0.1f, 4.198267983311264, {0.021085869f, 0.0716363498f, -0.0909531968f, -0.001769022f, 0.075f, -0.225f, 0.075f,
+                                 0.075f, 0.27764463f, -0.00640642897f, -0.00160777627f, -0.269630425f}},
+      {0.35f, 4.776392983311263, {0.000252535679f, 0.0508030165f, -0.0284531968f, -0.0226023553f, 0.0541666667f,
+                                  -0.1625f, 0.0541666667f, 0.0541666667f, 0.256811297f, -0.0272397623f,
+                                  -0.0224411096f, -0.207130425f}}};
+  for (const Expected& e : cases) {
+    INFO("label_smoothing " << e.smoothing);
+    Matrix grad;
+    const LossResult r = softmax_cross_entropy(logits, labels, &grad, e.smoothing);
+    CHECK(r.loss_sum == Approx(e.loss_sum).epsilon(1e-6));  // S is a float, torch's a double
+    CHECK(r.correct == 1);
+    for (int i = 0; i < 12; ++i) CHECK(grad.data()[i] == Approx(e.grad[i]).margin(1e-7));
+  }
+  // 0 is the plain loss, to the bit.
+  Matrix plain, zero;
+  const double plain_loss = softmax_cross_entropy(logits, labels, &plain).loss_sum;
+  CHECK(softmax_cross_entropy(logits, labels, &zero, 0.0f).loss_sum == plain_loss);
+  CHECK(std::equal(plain.data(), plain.data() + 12, zero.data()));
 }
 
 TEST_CASE("mean squared error matches PyTorch's mean reduction", "[loss]") {

@@ -69,6 +69,7 @@ struct TrainConfig {
   bool share_device = false;         // allow more ranks than GPUs on a node (dist.backend = mpi)
   NonfinitePolicy nonfinite = NonfinitePolicy::stop;  // NaN/Inf loss or gradient: stop, or skip that step
   std::int64_t max_steps = 0;        // stop after this many optimizer steps, 0 = no limit
+  double label_smoothing = 0.0;      // classification loss: PyTorch's CrossEntropyLoss(label_smoothing)
 };
 
 struct OptimConfig {

@@ -155,21 +155,44 @@ MPIDDP_HD float softmax_grad(float z, double log_sum, float inv_n) {
   return static_cast<float>(exp(static_cast<double>(z) - log_sum)) * inv_n;
 }
 
+// Label smoothing (PyTorch's CrossEntropyLoss(label_smoothing=s)): the target is
+// 1 - s on the label plus s / c on every class. The gradient subtracts each share
+// (times inv_n) from softmax(z) * inv_n; s = 0 subtracts exactly inv_n at the label.
+struct SmoothedShares {
+  float label;  // (1 - s) * inv_n
+  float each;   // s / c * inv_n
+};
+MPIDDP_HD SmoothedShares smoothed_shares(float smoothing, int c, float inv_n) {
+  return {(1.0f - smoothing) * inv_n, smoothing / static_cast<float>(c) * inv_n};
+}
+// The loss of a row with log-sum-exp log_sum: -(1 - s) log p[label] - s/c sum_k log p[k],
+// with log p[k] = z[k] - log_sum; z_sum (sum of the row's logits) matters only when s > 0.
+MPIDDP_HD double smoothed_loss(double log_sum, float z_label, double z_sum, float smoothing, int c) {
+  if (smoothing == 0.0f) return log_sum - z_label;
+  return log_sum - (1.0 - smoothing) * static_cast<double>(z_label) - smoothing * z_sum / c;
+}
+
 // The whole row: returns the loss, sets *correct when the arg-max is the label,
-// and writes d(mean loss)/dz = (softmax - onehot) * inv_n into g when g is not null.
-MPIDDP_HD double softmax_cross_entropy_row(const float* z, int c, int label, float inv_n, float* g, bool* correct) {
+// and writes d(mean loss)/dz = (softmax - target) * inv_n into g when g is not null.
+MPIDDP_HD double softmax_cross_entropy_row(const float* z, int c, int label, float inv_n, float smoothing, float* g,
+                                           bool* correct) {
   int top = 0;
   for (int k = 1; k < c; ++k)
     if (z[k] > z[top]) top = k;
-  double sum = 0.0;
+  double sum = 0.0, z_sum = 0.0;
   for (int k = 0; k < c; ++k) sum += softmax_term(z[k], z[top]);
+  if (smoothing != 0.0f)
+    for (int k = 0; k < c; ++k) z_sum += z[k];
   const double log_sum = softmax_log_sum(sum, z[top]);
   *correct = top == label;
   if (g) {
+    const SmoothedShares share = smoothed_shares(smoothing, c, inv_n);
     for (int k = 0; k < c; ++k) g[k] = softmax_grad(z[k], log_sum, inv_n);
-    g[label] -= inv_n;
+    if (share.each != 0.0f)
+      for (int k = 0; k < c; ++k) g[k] -= share.each;
+    g[label] -= share.label;
   }
-  return log_sum - z[label];
+  return smoothed_loss(log_sum, z[label], z_sum, smoothing, c);
 }
 
 // Squared error of one row against its targets, divided by the row width

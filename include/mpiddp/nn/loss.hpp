@@ -9,8 +9,10 @@
 namespace mpiddp {
 
 // Softmax cross-entropy with integer class labels. When grad is not null it
-// receives d(mean loss)/d(logits) = (softmax - onehot) / n.
-LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* labels, Matrix* grad);
+// receives d(mean loss)/d(logits) = (softmax - target) / n, the target one-hot
+// unless smoothed (PyTorch's label_smoothing).
+LossResult softmax_cross_entropy(const Matrix& logits, const std::int32_t* labels, Matrix* grad,
+                                 float label_smoothing = 0.0f);
 
 // Mean squared error over all elements (PyTorch's MSELoss 'mean'); per-sample
 // loss_sum is the sum over targets divided by the target width.

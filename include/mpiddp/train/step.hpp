@@ -18,6 +18,7 @@ namespace mpiddp {
 struct StepInputs {
   std::vector<Batch>* micro_batches;
   bool classification = true;
+  float label_smoothing = 0.0f;  // classification: PyTorch's CrossEntropyLoss(label_smoothing=...)
   double lr = 0.0;
   ForwardContext context;  // context.counter is the first micro-batch's number
   // Benchmarks only: use this batch, already on the device, for every micro-batch

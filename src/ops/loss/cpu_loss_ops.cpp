@@ -26,13 +26,15 @@ namespace {
 
 class CpuLossOps final : public LossOps {
  public:
-  void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) override {
+  void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
+                             float smoothing) override {
     const float inv_n = 1.0f / static_cast<float>(n);
     for (int r = 0; r < n; ++r) {
       bool correct = false;
       const std::size_t at = static_cast<std::size_t>(r) * c;
       sums_.loss_sum +=
-          ew::softmax_cross_entropy_row(logits + at, c, labels[r], inv_n, grad ? grad + at : nullptr, &correct);
+          ew::softmax_cross_entropy_row(logits + at, c, labels[r], inv_n, smoothing, grad ? grad + at : nullptr,
+                                                    &correct);
       sums_.correct += correct;
     }
     sums_.count += n;

@@ -23,8 +23,10 @@ class CudaLossOps final : public LossOps {
     free_pinned(host_sums_);
   }
 
-  void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) override {
-    cuda::softmax_cross_entropy(logits, labels, grad, n, c, row_loss_.get(n), row_correct_.get(n), sums_, stream());
+  void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
+                             float smoothing) override {
+    cuda::softmax_cross_entropy(logits, labels, grad, n, c, smoothing, row_loss_.get(n), row_correct_.get(n), sums_,
+                                stream());
   }
   void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) override {
     cuda::mean_squared_error(y, targets, grad, n, t, row_loss_.get(n), sums_, stream());

@@ -36,10 +36,11 @@ __device__ TopLogit warp_top(TopLogit t) {
 }
 
 __global__ void softmax_rows_kernel(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
-                                    double* row_loss, int* row_correct) {
+                                    float smoothing, double* row_loss, int* row_correct) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int warps = static_cast<int>(gridDim.x * blockDim.x) / kWarp;
   const float inv_n = 1.0f / static_cast<float>(n);
+  const ew::SmoothedShares share = ew::smoothed_shares(smoothing, c, inv_n);
   // The whole warp takes the same rows, so every lane reaches every shuffle.
   for (int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) / kWarp; r < n; r += warps) {
     const float* z = logits + static_cast<std::size_t>(r) * c;
@@ -49,16 +50,22 @@ __global__ void softmax_rows_kernel(const float* logits, const std::int32_t* lab
     double sum = 0.0;
     for (int k = lane; k < c; k += kWarp) sum += ew::softmax_term(z[k], top.value);
     const double log_sum = ew::softmax_log_sum(warp_sum(sum), top.value);
+    double z_sum = 0.0;
+    if (smoothing != 0.0f) {
+      for (int k = lane; k < c; k += kWarp) z_sum += z[k];
+      z_sum = warp_sum(z_sum);
+    }
     const int label = labels[r];
     if (grad) {
       float* g = grad + static_cast<std::size_t>(r) * c;
       for (int k = lane; k < c; k += kWarp) {
-        const float v = ew::softmax_grad(z[k], log_sum, inv_n);
-        g[k] = k == label ? __fsub_rn(v, inv_n) : v;  // _rn: never fused with the product, like the CPU
+        float v = ew::softmax_grad(z[k], log_sum, inv_n);
+        if (share.each != 0.0f) v = __fsub_rn(v, share.each);  // _rn: never fused with the product, like the CPU
+        g[k] = k == label ? __fsub_rn(v, share.label) : v;
       }
     }
     if (lane == 0) {
-      row_loss[r] = log_sum - z[label];
+      row_loss[r] = ew::smoothed_loss(log_sum, z[label], z_sum, smoothing, c);
       if (row_correct) row_correct[r] = top.index == label ? 1 : 0;
     }
   }
@@ -109,11 +116,11 @@ __global__ void nonfinite_kernel(const float* data, std::size_t n, LossScalars* 
 }  // namespace
 
 void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
-                           double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s) {
+                           float smoothing, double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s) {
   if (n == 0) return;
   constexpr int rows_per_block = kThreads / kWarp;
   softmax_rows_kernel<<<(n + rows_per_block - 1) / rows_per_block, kThreads, 0, s>>>(logits, labels, grad, n, c,
-                                                                                     row_loss, row_correct);
+                                                                                     smoothing, row_loss, row_correct);
   check_launch("softmax_cross_entropy");
   sum_rows_kernel<<<1, kThreads, 0, s>>>(row_loss, row_correct, n, sums);
   check_launch("sum_rows");

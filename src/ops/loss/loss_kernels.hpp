@@ -17,7 +17,7 @@ struct LossScalars {
 
 // Per-row losses into row_loss/row_correct, then one deterministic reduction into *sums.
 void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
-                           double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s);
+                           float smoothing, double* row_loss, int* row_correct, LossScalars* sums, cudaStream_t s);
 void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t, double* row_loss,
                         LossScalars* sums, cudaStream_t s);
 // Sets sums->nonfinite to 1 if any element is NaN or Inf (clear it first).

@@ -18,8 +18,9 @@ struct LossResult {
 class LossOps : public OpFamily {
  public:
   // Add to the running sums; grad (may be null) receives d(mean loss)/d(output)
-  // over these n rows.
-  virtual void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c) = 0;
+  // over these n rows. smoothing: PyTorch's label_smoothing (0 = plain cross-entropy).
+  virtual void softmax_cross_entropy(const float* logits, const std::int32_t* labels, float* grad, int n, int c,
+                                     float smoothing) = 0;
   virtual void mean_squared_error(const float* y, const float* targets, float* grad, int n, int t) = 0;
   // Queues a NaN/Inf check of data; take_loss() reports it (one wait for both).
   virtual void check_finite(const float* data, std::size_t n) = 0;
