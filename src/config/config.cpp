@@ -253,9 +253,10 @@ void describe(Schema& s, Config& c) {
   s.add("train.eval", &c.train.eval, "evaluate data.test after each epoch");
   s.add("train.threads", &c.train.threads, "BLAS threads per rank, 0 = cores / local ranks", between(0, kMaxThreads));
   s.add("train.cpu_kernels", &c.train.cpu_kernels, "{}: the library of the CPU's matrix products (auto: oneDNN "
-        "where this build has it, else OpenBLAS, with own kernels where they suit; own: those for every Conv2d that "
-        "has them; winograd: auto and oneDNN's Winograd convolutions where they suit; tune: the faster per Linear "
-        "and Conv2d, timed at start-up)");
+        "where this build has it, else OpenBLAS, with own kernels where they suit and oneDNN's Winograd "
+        "convolutions where they suit and every rank's CPU has them (AVX-512); onednn: its direct convolutions "
+        "for every Conv2d; own: own kernels for every Conv2d that has them; winograd: as auto, refused where a "
+        "rank's CPU lacks them; tune: the faster per Linear and Conv2d, timed at start-up)");
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");
   s.add("train.precision", &c.train.precision, "{} matrix products (tf32, bf16: cuda)");
   s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");

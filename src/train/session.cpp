@@ -235,10 +235,11 @@ void TrainingSession::build_model() {
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
   if (compute.device->kind() == DeviceKind::cuda) return;
-  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU, and
-  // tune times them only then (tune_kernels); no other setting asks oneDNN.
+  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU; auto
+  // takes them and tune times them only then (tune_kernels). onednn and the others
+  // never ask oneDNN.
   const CpuKernels setting = config.train.cpu_kernels;
-  if (setting == CpuKernels::winograd || setting == CpuKernels::tune)
+  if (setting == CpuKernels::winograd || setting == CpuKernels::tune || setting == CpuKernels::automatic)
     winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
   agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
   take_root_kernel_choices();

@@ -227,29 +227,44 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   expect_error kernels-own-linear 2 "$WORK/o-linear.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels of its own" \
     "${kernels_run[@]}" --run.dir "$WORK/o-linear" --resume "$WORK/o-linear.h5"
 fi
-# oneDNN's Winograd convolutions (CPUs with AVX-512): train.cpu_kernels = winograd
-# gives them to a 3x3 convolution with 4 input channels (the 8x8 images read as
-# 4x4x4); the banner lists them, the checkpoint names them per layer, a resume with
-# auto takes them and ends bit-identical, and auto's run (the direct convolutions)
-# differs in bits.
+# oneDNN's Winograd convolutions (CPUs with AVX-512): auto gives them to a 3x3
+# convolution with 4 input channels (the 8x8 images read as 4x4x4); the banner lists
+# them, the checkpoint names them per layer, a resume with auto takes them and ends
+# bit-identical, and onednn's run (the direct convolutions) differs in bits. Where a
+# rank's CPU lacks them, auto runs the direct convolutions and winograd is refused.
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
   wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
     --model.layers "conv2d(8,3,padding=1) batchnorm2d relu flatten linear"
     --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
     --checkpoint.keep 5)
-  run_ranks 2 "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-straight" > "$WORK/w1.log" 2>&1 \
-    || fail "winograd run exited $?"
+  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-straight" > "$WORK/w1.log" 2>&1 || fail "auto run exited $?"
   grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.0$" "$WORK/w1.log" \
-    && pass "winograd runs the 4-channel 3x3 convolution on oneDNN's Winograd kernels, as the banner says" \
+    && pass "auto runs the 4-channel 3x3 convolution on oneDNN's Winograd kernels, as the banner says" \
     || fail "winograd banner: $(grep -i -e kernels -e winograd "$WORK/w1.log")"
   kernels_kept w "layers.0=winograd" "${wino_run[@]}"
-  # The same run with auto's direct convolutions differs in rounding only.
-  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-direct" > "$WORK/w3.log" 2>&1 \
+  # train.cpu_kernels = winograd chooses alike, to the bit.
+  run_ranks 2 "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-asked" > "$WORK/w2.log" 2>&1 \
+    || fail "winograd run exited $?"
+  same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$(latest_checkpoint "$WORK/w-asked")" \
+    && pass "train.cpu_kernels = winograd gives auto's bits here" || fail "winograd and auto differ"
+  # The same run with onednn's direct convolutions differs in rounding only.
+  run_ranks 2 "${wino_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/w-direct" > "$WORK/w3.log" 2>&1 \
     || fail "direct run exited $?"
   direct=$(latest_checkpoint "$WORK/w-direct")
-  [ -f "$direct" ] && ! same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$direct" \
-    && pass "the direct convolutions give other bits (the choice is real)" || fail "winograd and direct gave the same bits"
+  ! grep -qi "winograd convolutions" "$WORK/w3.log" && [ -f "$direct" ] \
+    && ! same_parameters "$(latest_checkpoint "$WORK/w-straight")" "$direct" \
+    && pass "onednn keeps the direct convolutions, other bits (the choice is real)" \
+    || fail "onednn: Winograd in its banner, or the same bits as Winograd's"
+  # auto where rank 1's CPU lacks AVX-512 (oneDNN held to AVX2 there): the direct
+  # convolutions on both ranks, no refusal.
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
+    : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
+    > "$WORK/w-auto-mixed.log" 2>&1 && ! grep -qi "winograd convolutions" "$WORK/w-auto-mixed.log" \
+    && "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_checkpoint "$WORK/w-auto-mixed")" \
+    && pass "auto in a job where rank 1's CPU lacks AVX-512 runs the direct convolutions everywhere" \
+    || fail "auto, mixed ISA: $(grep -i -e error -e winograd "$WORK/w-auto-mixed.log")"
   # A CPU without AVX-512 (oneDNN held to AVX2) is refused the setting with one
   # line, and so is a job where only another rank's CPU lacks it (rank 1 held to AVX2).
   ONEDNN_MAX_CPU_ISA=AVX2 expect_input_error winograd-avx2 2 \

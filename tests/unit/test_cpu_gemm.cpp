@@ -368,17 +368,21 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
     return;
   }
   // Rows of columns: 9 (1 input channel), 36 (4: own kernels, not auto's), 72 (8: the libraries' only).
-  CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
-  CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");
-  CHECK(choices(CpuKernels::automatic, 2) == "openblas");  // the own kernels run on one thread
+  // Without Winograd's kernels on every rank (the last argument).
+  CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own");
+  CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");  // tune times Winograd's instead
+  CHECK(choices(CpuKernels::automatic, 2, false) == "openblas");  // the own kernels run on one thread
   CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own");
-  // winograd (where oneDNN has them: AVX-512): auto's choices, and Winograd's for every 3 x 3 convolution with
-  // more than 3 input channels (never the 1-channel one, whatever the threads).
+  // Where oneDNN has Winograd's kernels (AVX-512) on every rank, auto and winograd give them every 3 x 3
+  // convolution with more than 3 input channels (never the 1-channel one, whatever the threads).
   if (cpu::onednn_conv::winograd_runs()) {
-    CHECK(choices(CpuKernels::winograd, 1) == "openblas;layers.0=own;layers.2=winograd;layers.4=winograd");
-    CHECK(choices(CpuKernels::winograd, 2) == "openblas;layers.2=winograd;layers.4=winograd");
+    for (const CpuKernels setting : {CpuKernels::automatic, CpuKernels::winograd}) {
+      CHECK(choices(setting, 1) == "openblas;layers.0=own;layers.2=winograd;layers.4=winograd");
+      CHECK(choices(setting, 2) == "openblas;layers.2=winograd;layers.4=winograd");
+    }
     CHECK_THROWS_WITH(choices(CpuKernels::winograd, 1, false), Catch::Contains("another rank's CPU lacks"));
   } else {
+    CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
     CHECK_THROWS_WITH(choices(CpuKernels::winograd, 1), Catch::Contains("train.cpu_kernels = winograd: "));
   }
 }
