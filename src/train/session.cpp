@@ -64,22 +64,22 @@ void check_training_batches(const Sequential& model, const Config& config, std::
 // Otherwise (an explicit other choice, or oneDNN missing from this build) the job
 // goes on with its own, and the returned note says that the rounding will differ
 // from an uninterrupted run. Every rank decides alike: the checkpoint's choices
-// reached all of them.
-std::string keep_trained_kernels(const Config& config, const std::string& trained, Sequential& model,
-                                 const std::string& source) {
+// reached all of them, and `available` says whether every rank can run them (a
+// requeue may land on nodes with other CPUs).
+std::string keep_trained_kernels(const Config& config, const std::string& trained, bool available,
+                                 Sequential& model, const std::string& source) {
   if (trained.empty()) return "";  // an older checkpoint: unknown
   const std::string current = kernel_choices_text(model, cpu::gemm_library());
   if (trained == current) return "";
   const bool follows =
       config.train.cpu_kernels == CpuKernels::automatic || config.train.cpu_kernels == CpuKernels::tune;
-  const bool available = kernel_choices_available(trained);
   if (follows && available) {
     cpu::use_gemm_library(apply_kernel_choices(model, trained, source));
     return "";
   }
   return "this run trained with CPU kernels " + trained + " and continues with " + current +
          (available ? " (train.cpu_kernels)"
-                    : " (this mpiddp was built without oneDNN, or this CPU cannot run mpiddp's own kernels or "
+                    : " (this mpiddp was built without oneDNN, or a rank's CPU cannot run mpiddp's own kernels or "
                       "oneDNN's Winograd convolutions)") +
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
@@ -315,10 +315,13 @@ void TrainingSession::restore(const std::string& resume) {
   // --resume auto) leaves it as it is: no output is reopened, so no file changes.
   complete = resumed && (resumed->epoch >= config.train.epochs ||
                          (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
-  if (resumed)
-    agree_or_fail(comm, [&] { kernel_note = keep_trained_kernels(config, resumed->cpu_kernels, *model,
+  if (resumed) {
+    const bool available = comm.allreduce_min(kernel_choices_available(resumed->cpu_kernels) ? 1 : 0) == 1;
+    agree_or_fail(comm, [&] {
+      kernel_note = keep_trained_kernels(config, resumed->cpu_kernels, available, *model,
                                          resumed->path.empty() ? "the checkpoint" : resumed->path);
     });
+  }
   if (!complete && config.train.cpu_kernels == CpuKernels::tune && (!resumed || resumed->cpu_kernels.empty()))
     tune_kernels();
   state.cpu_kernels = kernel_choices_text(*model, cpu::gemm_library());

@@ -265,6 +265,19 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
 sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_checkpoint "$WORK/w-auto-mixed")" \
     && pass "auto in a job where rank 1's CPU lacks AVX-512 runs the direct convolutions everywhere" \
     || fail "auto, mixed ISA: $(grep -i -e error -e winograd "$WORK/w-auto-mixed.log")"
+  # A resume of the Winograd run on such a job (a requeue onto other nodes): every
+  # rank goes on direct, and rank 0 says that the rounding differs.
+  mkdir -p "$WORK/w-requeued/checkpoints"
+  cp "$WORK/w-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/w-requeued/checkpoints/"
+  resume_from=(--run.dir "$WORK/w-requeued" --resume auto)
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
+    : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
+    > "$WORK/w-requeued.log" 2>&1 && ! grep -qi "winograd convolutions (forward" "$WORK/w-requeued.log" \
+    && grep -q "^note: this run trained with CPU kernels onednn;layers.0=winograd and continues with onednn (.*a rank's CPU cannot run" "$WORK/w-requeued.log" \
+    && "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_checkpoint "$WORK/w-requeued")" \
+    && pass "a Winograd run resumed where rank 1's CPU lacks AVX-512 goes on direct on every rank, with the note" \
+    || fail "mixed-ISA resume of a Winograd run: $(grep -i -e error -e note -e winograd "$WORK/w-requeued.log")"
   # A CPU without AVX-512 (oneDNN held to AVX2) is refused the setting with one
   # line, and so is a job where only another rank's CPU lacks it (rank 1 held to AVX2).
   ONEDNN_MAX_CPU_ISA=AVX2 expect_input_error winograd-avx2 2 \
