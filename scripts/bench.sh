@@ -179,7 +179,9 @@ print_roofline() {
 if [ "$model_steps" = 0 ]; then print_roofline; exit 0; fi
 bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world 1 and 2
   local name=$1 ini=$2 train=$3 unit=$4 context=$5 classes=$6; shift 6
-  local list; list=$(/usr/bin/python3 -c "import configparser,sys; p=configparser.ConfigParser(inline_comment_prefixes=('#',)); p.read(sys.argv[1]); print(p['model']['layers'].replace(chr(10), ' '))" "$ini")
+  local list smoothing
+  list=$(/usr/bin/python3 -c "import configparser,sys; p=configparser.ConfigParser(inline_comment_prefixes=('#',)); p.read(sys.argv[1]); print(p['model']['layers'].replace(chr(10), ' '))" "$ini")
+  smoothing=$(/usr/bin/python3 -c "import configparser,sys; p=configparser.ConfigParser(inline_comment_prefixes=('#',)); p.read(sys.argv[1]); print(p.get('train', 'label_smoothing', fallback='0'))" "$ini")
   echo
   echo "$name ($(basename "$ini")), $model_steps steps, $unit/s:"
   printf "| world | batch/rank | mpiddp %s/s | all-reduce | PyTorch DDP gloo | speed-up |\n" "$unit"
@@ -194,7 +196,8 @@ bench_model() {  # NAME INI DATA UNIT CONTEXT CLASSES EXTRA...: one table, world
     batch_per_rank=$(( $(field "$s" global_batch) / world ))
     if [ "${BENCH_TORCH:-1}" != 0 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
       theirs=$(/usr/bin/python3 "$here/bench_torch_ddp.py" --data "$train" --world $world --batch "$batch_per_rank" \
-        --epochs 1 --max-steps "$model_steps" --layers "$list" --context "$context" --classes "$classes" 2>/dev/null \
+        --epochs 1 --max-steps "$model_steps" --layers "$list" --context "$context" --classes "$classes" \
+        --label-smoothing "$smoothing" 2>/dev/null \
         | awk -v per="$per" '{print $NF * per}')
     fi
     local speedup; speedup=$( [ -z "$theirs" ] || [ "$theirs" = "n/a" ] && echo "n/a" || /usr/bin/python3 -c "print(f'{$rate/$theirs:.2f}x')")

@@ -75,7 +75,7 @@ def worker(rank, args, x, y, result):
         layers.append(torch.nn.Linear(widths[-1], 10))
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    cross_entropy = torch.nn.CrossEntropyLoss()
+    cross_entropy = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
 
     def loss_fn(logits, targets):  # a sequence model: the mean over every target token
         return cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -115,6 +115,7 @@ def main():
     parser.add_argument("--context", type=int, default=0, help="token shards: windows of this many tokens + 1")
     parser.add_argument("--classes", type=int, default=10, help="what a last linear without a width gets")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--label-smoothing", type=float, default=0.0, help="the loss's, as train.label_smoothing")
     parser.add_argument("--port", type=int, default=29533)
     args = parser.parse_args()
     try:

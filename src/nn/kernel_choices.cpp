@@ -129,11 +129,12 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool w
   if (setting == CpuKernels::winograd && !winograd_everywhere)
     throw InputError("train.cpu_kernels = winograd: another rank's CPU lacks oneDNN's Winograd convolutions "
                      "(AVX-512); use auto");
-  // winograd is auto's rule, insisting on Winograd's kernels; auto takes them
-  // where every rank's CPU has them (tune times them instead).
+  // winograd is auto's rule, insisting on Winograd's kernels; auto (and own, for
+  // the layers its kernels do not take) takes them where every rank's CPU has
+  // them; tune times them instead.
   const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || setting == CpuKernels::winograd;
-  const bool winograd =
-      setting == CpuKernels::winograd || (setting == CpuKernels::automatic && winograd_everywhere);
+  const bool winograd = setting == CpuKernels::winograd ||
+                        ((setting == CpuKernels::automatic || setting == CpuKernels::own) && winograd_everywhere);
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);

@@ -84,6 +84,17 @@ std::string keep_trained_kernels(const Config& config, const std::string& traine
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
 
+// A rank-local answer as 1 or 0, and 0 if finding it throws: every rank must
+// reach the collective it feeds, so nothing may leave a rank on the way.
+template <class Question>
+std::int64_t one_or_zero(Question&& ask) {
+  try {
+    return ask() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 StepPlan plan_steps(const Config& config, std::int64_t dataset_size, int world) {
@@ -239,10 +250,23 @@ void TrainingSession::build_model() {
   // takes them and tune times them only then (tune_kernels). onednn and the others
   // never ask oneDNN.
   const CpuKernels setting = config.train.cpu_kernels;
-  if (setting == CpuKernels::winograd || setting == CpuKernels::tune || setting == CpuKernels::automatic)
-    winograd_everywhere = comm.allreduce_min(cpu::onednn_conv::winograd_runs() ? 1 : 0) == 1;
+  if (setting != CpuKernels::onednn && setting != CpuKernels::openblas)
+    winograd_everywhere = comm.allreduce_min(one_or_zero([] { return cpu::onednn_conv::winograd_runs(); })) == 1;
   agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
+  keep_winograd_where_every_rank_has_it();
   take_root_kernel_choices();
+}
+
+// oneDNN may run Winograd for one shape on one CPU and not on another (other
+// caches), so a layer keeps rank 0's choice of them only where every rank's oneDNN
+// has them for its shape; the others run direct, on every rank.
+void TrainingSession::keep_winograd_where_every_rank_has_it() {
+  if (!winograd_everywhere) return;  // the same on every rank: the allreduce's result
+  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (!layer.has_own_products()) return;
+    const bool everywhere = comm.allreduce_min(one_or_zero([&] { return layer.has_winograd(); })) == 1;
+    if (!everywhere && layer.cpu_kernels() == CpuKernels::winograd) layer.set_cpu_kernels(CpuKernels::automatic);
+  });
 }
 
 // Ranks may differ in threads (one node with more cores) or CPU; every rank runs
@@ -316,7 +340,8 @@ void TrainingSession::restore(const std::string& resume) {
   complete = resumed && (resumed->epoch >= config.train.epochs ||
                          (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
   if (resumed) {
-    const bool available = comm.allreduce_min(kernel_choices_available(resumed->cpu_kernels) ? 1 : 0) == 1;
+    const bool available =
+        comm.allreduce_min(one_or_zero([&] { return kernel_choices_available(resumed->cpu_kernels); })) == 1;
     agree_or_fail(comm, [&] {
       kernel_note = keep_trained_kernels(config, resumed->cpu_kernels, available, *model,
                                          resumed->path.empty() ? "the checkpoint" : resumed->path);

@@ -160,34 +160,37 @@ TEST_CASE("GPU softmax cross-entropy matches the CPU for narrow and wide rows, t
   // One warp per row: fewer classes than lanes, not a multiple of 32, and the
   // large-MLP bench's 4096. Every 7th row is constant (every logit ties): the
   // arg-max must be the first one, as on the CPU, so `correct` agrees exactly.
-  for (const int c : {1, 3, 10, 37, 4096}) {
-    const int n = 301;
-    auto logits = random_values(static_cast<std::size_t>(n) * c, 10 + c, 6.0f);
-    for (int r = 0; r < n; r += 7)
-      for (int k = 0; k < c; ++k) logits[static_cast<std::size_t>(r) * c + k] = 0.25f;
-    std::vector<std::int32_t> labels(n);
-    for (int i = 0; i < n; ++i) labels[i] = (i * 13) % c;
-    std::vector<float> grad(static_cast<std::size_t>(n) * c);
-    cpu_device().ops<LossOps>().take_loss();  // both start from zero sums
-    gpu().ops<LossOps>().take_loss();
-    cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c, 0.0f);
-    const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
-    OnGpu gl(logits), gg(grad.size());
-    std::int32_t* glabels = static_cast<std::int32_t*>(gpu().allocate(n * sizeof(std::int32_t)));
-    gpu().copy_to_device(glabels, labels.data(), n * sizeof(std::int32_t));
-    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c, 0.0f);
-    const LossResult gpu_loss = gpu().ops<LossOps>().take_loss();
-    // Without a gradient (evaluation) the loss is the same.
-    gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, nullptr, n, c, 0.0f);
-    const LossResult eval_loss = gpu().ops<LossOps>().take_loss();
-    gpu().release(glabels);
-    INFO("classes " << c);
-    CHECK(gpu_loss.count == n);
-    CHECK(gpu_loss.correct == cpu_loss.correct);
-    CHECK(std::abs(gpu_loss.loss_sum - cpu_loss.loss_sum) < 1e-9 * n);
-    CHECK(close(gg.host(), grad, 1e-5, 1e-7));
-    CHECK(eval_loss.loss_sum == gpu_loss.loss_sum);  // the same order of sums: the same bits
-    CHECK(eval_loss.correct == gpu_loss.correct);
+  // Plain and with label smoothing (its sum of logits spans several lanes at 37 and 4096 classes).
+  for (const float smoothing : {0.0f, 0.1f}) {
+    for (const int c : {1, 3, 10, 37, 4096}) {
+      const int n = 301;
+      auto logits = random_values(static_cast<std::size_t>(n) * c, 10 + c, 6.0f);
+      for (int r = 0; r < n; r += 7)
+        for (int k = 0; k < c; ++k) logits[static_cast<std::size_t>(r) * c + k] = 0.25f;
+      std::vector<std::int32_t> labels(n);
+      for (int i = 0; i < n; ++i) labels[i] = (i * 13) % c;
+      std::vector<float> grad(static_cast<std::size_t>(n) * c);
+      cpu_device().ops<LossOps>().take_loss();  // both start from zero sums
+      gpu().ops<LossOps>().take_loss();
+      cpu_device().ops<LossOps>().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), n, c, smoothing);
+      const LossResult cpu_loss = cpu_device().ops<LossOps>().take_loss();
+      OnGpu gl(logits), gg(grad.size());
+      std::int32_t* glabels = static_cast<std::int32_t*>(gpu().allocate(n * sizeof(std::int32_t)));
+      gpu().copy_to_device(glabels, labels.data(), n * sizeof(std::int32_t));
+      gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, gg.data, n, c, smoothing);
+      const LossResult gpu_loss = gpu().ops<LossOps>().take_loss();
+      // Without a gradient (evaluation) the loss is the same.
+      gpu().ops<LossOps>().softmax_cross_entropy(gl.data, glabels, nullptr, n, c, smoothing);
+      const LossResult eval_loss = gpu().ops<LossOps>().take_loss();
+      gpu().release(glabels);
+      INFO("classes " << c << ", label smoothing " << smoothing);
+      CHECK(gpu_loss.count == n);
+      CHECK(gpu_loss.correct == cpu_loss.correct);
+      CHECK(std::abs(gpu_loss.loss_sum - cpu_loss.loss_sum) < 1e-9 * n);
+      CHECK(close(gg.host(), grad, 1e-5, 1e-7));
+      CHECK(eval_loss.loss_sum == gpu_loss.loss_sum);  // the same order of sums: the same bits
+      CHECK(eval_loss.correct == gpu_loss.correct);
+    }
   }
 }
 

@@ -4,7 +4,9 @@
 # (parameters, optimizer state, BatchNorm's /buffers, per-step losses); the
 # checkpoint, loaded into torch.nn by scripts/to-torch (load_state_dict, strict),
 # gives mpiddp's own test loss and accuracy. Trained with label smoothing, whose
-# evaluation reports the plain cross-entropy.
+# evaluation reports the plain cross-entropy. On oneDNN's direct convolutions, the
+# arithmetic PyTorch runs, so the accuracies can be compared exactly (Winograd's
+# kernels, auto's on AVX-512, are checked layer by layer in test_layers_vs_torch).
 source "$(dirname "$0")/lib.sh"
 require_python_modules h5py numpy torch
 
@@ -14,7 +16,7 @@ LAYERS="conv2d(4,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(8,3) batchnor
 # 320 samples per rank / 16 = 20 steps per epoch.
 write_ini "$WORK/cnn.ini" data.train="$WORK/train" data.test="$WORK/test" model.layers="$LAYERS" \
   model.input_shape=1,8,8 train.batch_size=16 train.epochs=2 train.seed=5 train.log_every=1 \
-  train.label_smoothing=0.1 optim.name=sgd optim.lr=0.05 optim.momentum=0.9 checkpoint.every_epochs=1
+  train.label_smoothing=0.1 train.cpu_kernels=onednn optim.name=sgd optim.lr=0.05 optim.momentum=0.9 checkpoint.every_epochs=1
 train_losses() { grep '"type":"train"' "$1/metrics.jsonl" | sed 's/"samples_per_s":[^,}]*//'; }
 
 run_ranks 2 train "$WORK/cnn.ini" --run.dir "$WORK/straight" > "$WORK/straight.log" 2>&1 \

@@ -2,7 +2,8 @@
 # Residual networks end to end: a small ResNet (identity and projection
 # shortcuts, BatchNorm in both branches) trained on 2 ranks; SyncBatchNorm inside
 # residual blocks makes world 1 x 8 and world 2 x 4 train the same model;
-# a bit-exact resume; the export to PyTorch that gives mpiddp's test loss.
+# a bit-exact resume; the export to PyTorch that gives mpiddp's test loss. On
+# oneDNN's direct convolutions (PyTorch's arithmetic), so accuracies compare exactly.
 source "$(dirname "$0")/lib.sh"
 require_python_modules h5py numpy torch
 SCRIPTS=$MPIDDP_SOURCE_DIR/scripts
@@ -14,6 +15,7 @@ conv2d(4,3,padding=1) batchnorm2d) relu residual(conv2d(8,3,stride=2,padding=1) 
 conv2d(8,3,padding=1) batchnorm2d ; conv2d(8,1,stride=2) batchnorm2d) relu avgpool2d(4) flatten linear"
 write_ini "$WORK/resnet.ini" data.train="$WORK/train" data.test="$WORK/test" model.input_shape=1,8,8 \
   model.layers="$RESNET" train.batch_size=8 train.epochs=2 train.seed=3 optim.name=adamw optim.lr=0.01 \
+  train.cpu_kernels=onednn \
   checkpoint.every_steps=8
 train() {  # train RANKS NAME ARGS...
   local n=$1 name=$2; shift 2

@@ -372,7 +372,7 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
   CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own");
   CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");  // tune times Winograd's instead
   CHECK(choices(CpuKernels::automatic, 2, false) == "openblas");  // the own kernels run on one thread
-  CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own");
+  CHECK(choices(CpuKernels::own, 2, false) == "openblas;layers.0=own;layers.2=own");
   // Where oneDNN has Winograd's kernels (AVX-512) on every rank, auto and winograd give them every 3 x 3
   // convolution with more than 3 input channels (never the 1-channel one, whatever the threads).
   if (cpu::onednn_conv::winograd_runs()) {
@@ -380,6 +380,8 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
       CHECK(choices(setting, 1) == "openblas;layers.0=own;layers.2=winograd;layers.4=winograd");
       CHECK(choices(setting, 2) == "openblas;layers.2=winograd;layers.4=winograd");
     }
+    // own keeps its kernels where they run and gives Winograd's to the rest, as auto would.
+    CHECK(choices(CpuKernels::own, 2) == "openblas;layers.0=own;layers.2=own;layers.4=winograd");
     CHECK_THROWS_WITH(choices(CpuKernels::winograd, 1, false), Catch::Contains("another rank's CPU lacks"));
   } else {
     CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");

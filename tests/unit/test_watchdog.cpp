@@ -21,7 +21,6 @@ using mpiddp::PeerProbe;
 using mpiddp::Watchdog;
 
 namespace {
-
 struct Ending {
   int exit_code = -1;  // -1: killed by a signal
   std::string stderr_text;

@@ -31,11 +31,11 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
 // A fresh run's own kernels and Winograd convolutions: with train.cpu_kernels =
 // own, every layer that has them (InputError where this CPU cannot run them); with
 // auto or tune, the layers own kernels suit with `threads` threads per rank
-// (Layer::own_kernels_suit); with auto where `winograd_everywhere` (every rank's CPU
-// runs them), and with winograd, those and Winograd's for the layers they suit
-// (Layer::winograd_suits; winograd: InputError unless `winograd_everywhere`). A rule, not a timing, so two runs of one input file with
-// the same threads per rank on one kind of CPU choose alike (the banner and
-// checkpoints name the choices).
+// (Layer::own_kernels_suit); then, with auto and own where `winograd_everywhere`
+// (every rank's CPU runs them), and with winograd, Winograd's for the other layers
+// they suit (Layer::winograd_suits; winograd: InputError unless `winograd_everywhere`).
+// A rule, not a timing, so two runs of one input file with the same threads per
+// rank on one kind of CPU choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere);
 
 // The names of the layers whose choice is `choice` (own, winograd), ", "-separated ("" if none).

@@ -22,9 +22,10 @@ struct TunedLayer {
 };
 
 // Times and sets each such layer's library for batches of `samples`, against the
-// layer's default (its choice under auto: own where own_kernels_suit, else oneDNN),
-// which another must beat by 10%. Winograd's kernels are a candidate only where
-// `winograd_everywhere` (every rank's CPU runs them): a mixed job never times them.
+// layer's default (own where own_kernels_suit, else oneDNN's direct kernels; auto
+// would also take Winograd's where every rank has them), which another must beat by
+// 10%. Winograd's kernels are a candidate only where `winograd_everywhere` (every
+// rank's CPU runs them): a mixed job never times them.
 // Nothing is timed without oneDNN in the build (one library) or off the CPU.
 std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples, int threads,
                                          bool winograd_everywhere);

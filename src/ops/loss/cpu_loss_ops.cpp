@@ -32,9 +32,8 @@ class CpuLossOps final : public LossOps {
     for (int r = 0; r < n; ++r) {
       bool correct = false;
       const std::size_t at = static_cast<std::size_t>(r) * c;
-      sums_.loss_sum +=
-          ew::softmax_cross_entropy_row(logits + at, c, labels[r], inv_n, smoothing, grad ? grad + at : nullptr,
-                                                    &correct);
+      sums_.loss_sum += ew::softmax_cross_entropy_row(logits + at, c, labels[r], inv_n, smoothing,
+                                                      grad ? grad + at : nullptr, &correct);
       sums_.correct += correct;
     }
     sums_.count += n;
