@@ -27,6 +27,11 @@ export PMIX_MCA_psec=native
 # build keeps Open MPI's 1 s (sanitizers.cmake): a rank's leak check at exit may use it.
 export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
 WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
+# Open MPI's session directories (its sockets and shared memory) under this test's
+# own $WORK, not the /tmp/ompi.<host>.<uid> every job shares: a job ending there
+# removes it while another test's mpirun (ctest -j2) is creating its own inside it,
+# which then fails with "orte_session_dir failed" (seen once in a pinned run).
+export OMPI_MCA_orte_tmpdir_base=$WORK
 FAILURES=0
 VERDICT=""       # set by finish and skip; an exit without one is a failure
 CLEANUPS=()      # commands run at exit, newest first (at_exit)

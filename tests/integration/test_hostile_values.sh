@@ -14,12 +14,15 @@ base=(train --data.train "$WORK/good" --train.epochs 1 --run.dir "$WORK/run")
 expect_input_error ini-is-directory 2 "$WORK: is a directory, not an input file" train "$WORK"
 touch "$WORK/file"
 expect_input_error ini-below-a-file 2 "$WORK/file/x.ini: cannot open input file (Not a directory)" train "$WORK/file/x.ini"
-# Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun).
+# Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun;
+# its Open MPI session directory in /tmp, since nobody cannot write to root's $WORK).
 mkdir -p "$WORK/pub" && write_ini "$WORK/pub/secret.ini" "data.train=$WORK/good"
 chmod 000 "$WORK/pub/secret.ini"; chmod 755 "$WORK" "$WORK/pub"
-as_nobody() { timeout "$EXPECT_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp "$@"; }
+as_nobody() { timeout "$EXPECT_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
+  OMPI_MCA_orte_tmpdir_base=/tmp "$@"; }
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && as_nobody "$MPIDDP" version >/dev/null 2>&1; then
   rc=0; out=$(timeout "$EXPECT_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp \
+                OMPI_MCA_orte_tmpdir_base=/tmp \
                 "$MPIDDP" train "$WORK/pub/secret.ini" 2>&1) || rc=$?
   [ "$rc" = 2 ] && [[ $out == *"$WORK/pub/secret.ini: cannot open input file (Permission denied)"* ]] \
     && pass "unreadable input file: $out" || fail "unreadable input file: exit $rc: $out"
