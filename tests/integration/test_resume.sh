@@ -232,6 +232,11 @@ fi
 # them, the checkpoint names them per layer, a resume with auto takes them and ends
 # bit-identical, and onednn's run (the direct convolutions) differs in bits. Where a
 # rank's CPU lacks them, auto runs the direct convolutions and winograd is refused.
+# names_no_winograd CKPT: its cpu_kernels attribute names no Winograd layer.
+names_no_winograd() {
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$1"
+}
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
   wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
@@ -261,8 +266,7 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
   timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
     : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
     > "$WORK/w-auto-mixed.log" 2>&1 && ! grep -qi "winograd convolutions" "$WORK/w-auto-mixed.log" \
-    && "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_checkpoint "$WORK/w-auto-mixed")" \
+    && names_no_winograd "$(latest_checkpoint "$WORK/w-auto-mixed")" \
     && pass "auto in a job where rank 1's CPU lacks AVX-512 runs the direct convolutions everywhere" \
     || fail "auto, mixed ISA: $(grep -i -e error -e winograd "$WORK/w-auto-mixed.log")"
   # A resume of the Winograd run on such a job (a requeue onto other nodes): every
@@ -274,8 +278,7 @@ sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_c
     : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
     > "$WORK/w-requeued.log" 2>&1 && ! grep -qi "winograd convolutions (forward" "$WORK/w-requeued.log" \
     && grep -q "^note: this run trained with CPU kernels onednn;layers.0=winograd and continues with onednn (.*a rank's CPU cannot run" "$WORK/w-requeued.log" \
-    && "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$(latest_checkpoint "$WORK/w-requeued")" \
+    && names_no_winograd "$(latest_checkpoint "$WORK/w-requeued")" \
     && pass "a Winograd run resumed where rank 1's CPU lacks AVX-512 goes on direct on every rank, with the note" \
     || fail "mixed-ISA resume of a Winograd run: $(grep -i -e error -e note -e winograd "$WORK/w-requeued.log")"
   # A CPU without AVX-512 (oneDNN held to AVX2) is refused the setting with one
