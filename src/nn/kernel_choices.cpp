@@ -77,44 +77,56 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
 
 bool valid_kernel_choices(const std::string& text) { return parse(text).has_value(); }
 
-bool kernel_choices_available(const std::string& text) {
-  const auto parsed = parse(text);
-  if (!parsed) return false;
-  if (parsed->process == CpuKernels::onednn && !cpu::onednn_linked()) return false;
-  for (const auto& [name, library] : parsed->layers) {
-    if (library == CpuKernels::onednn && !cpu::onednn_linked()) return false;
-    if (library == CpuKernels::own && !cpu::thin_conv::available()) return false;
-    if (library == CpuKernels::winograd && !cpu::onednn_conv::winograd_runs()) return false;
+bool runs_here(const Layer& layer, CpuKernels library) {
+  switch (library) {
+    case CpuKernels::onednn: return cpu::onednn_linked();
+    case CpuKernels::own: return layer.has_own_kernels();
+    case CpuKernels::winograd: return layer.has_winograd();
+    default: return true;
   }
-  return true;
 }
 
-CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source) {
+bool kernel_choices_available(Sequential& model, const std::string& text) {
+  const auto parsed = parse(text);
+  if (!parsed || (parsed->process == CpuKernels::onednn && !cpu::onednn_linked())) return false;
+  bool available = true;
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    const auto it = parsed->layers.find(name);
+    if (it != parsed->layers.end() && !runs_here(layer, it->second)) available = false;
+  });
+  return available;
+}
+
+void check_kernel_choices_fit(Sequential& model, const std::string& text, const std::string& source) {
   auto parsed = parse(text);
   if (!parsed)
     throw InputError(source + ": CPU kernel choices '" + printable(text) + "' do not parse (damaged or edited?)");
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     const auto it = parsed->layers.find(name);
-    if (it == parsed->layers.end()) {
-      layer.set_cpu_kernels(CpuKernels::automatic);
-      return;
-    }
+    if (it == parsed->layers.end()) return;
     if (!layer.has_own_products())
       throw InputError(source + ": CPU kernel choice for " + name + ", a " + layer.kind() +
                        " without matrix products of its own (a checkpoint of another model?)");
-    if (it->second == CpuKernels::own && !layer.has_own_kernels())
+    // Where this CPU has no own kernels at all, the layer's kind cannot tell:
+    // kernel_choices_available says no instead.
+    if (it->second == CpuKernels::own && !layer.has_own_kernels() && cpu::thin_conv::available())
       throw InputError(source + ": CPU kernel choice own for " + name + ", a " + layer.kind() +
                        " for which mpiddp has no kernels of its own (a checkpoint of another model?)");
-    if (it->second == CpuKernels::winograd && !layer.has_winograd())
-      throw InputError(source + ": CPU kernel choice winograd for " + name + ", a " + layer.kind() +
-                       " that oneDNN has no Winograd convolution for here (a checkpoint of another model?)");
-    layer.set_cpu_kernels(it->second);
     parsed->layers.erase(it);
   });
   if (!parsed->layers.empty())
     throw InputError(source + ": CPU kernel choice for " + parsed->layers.begin()->first +
                      ", a layer this model does not have (a checkpoint of another model?)");
-  return parsed->process;
+}
+
+CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source) {
+  check_kernel_choices_fit(model, text, source);
+  const ParsedChoices parsed = *parse(text);
+  model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    const auto it = parsed.layers.find(name);
+    layer.set_cpu_kernels(it == parsed.layers.end() ? CpuKernels::automatic : it->second);
+  });
+  return parsed.process;
 }
 
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere) {

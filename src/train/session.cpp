@@ -71,6 +71,7 @@ std::string keep_trained_kernels(const Config& config, const std::string& traine
   if (trained.empty()) return "";  // an older checkpoint: unknown
   const std::string current = kernel_choices_text(model, cpu::gemm_library());
   if (trained == current) return "";
+  check_kernel_choices_fit(model, trained, source);
   const bool follows =
       config.train.cpu_kernels == CpuKernels::automatic || config.train.cpu_kernels == CpuKernels::tune;
   if (follows && available) {
@@ -80,7 +81,7 @@ std::string keep_trained_kernels(const Config& config, const std::string& traine
   return "this run trained with CPU kernels " + trained + " and continues with " + current +
          (available ? " (train.cpu_kernels)"
                     : " (this mpiddp was built without oneDNN, or a rank's CPU cannot run mpiddp's own kernels or "
-                      "oneDNN's Winograd convolutions)") +
+                      "oneDNN's Winograd convolutions for a layer they name)") +
          ": training goes on correctly, but its results differ in rounding from an uninterrupted run";
 }
 
@@ -253,20 +254,8 @@ void TrainingSession::build_model() {
   if (setting != CpuKernels::onednn && setting != CpuKernels::openblas)
     winograd_everywhere = comm.allreduce_min(one_or_zero([] { return cpu::onednn_conv::winograd_runs(); })) == 1;
   agree_or_fail(comm, [&] { give_own_kernels(*model, config.train.cpu_kernels, blas_threads, winograd_everywhere); });
-  keep_winograd_where_every_rank_has_it();
   take_root_kernel_choices();
-}
-
-// oneDNN may run Winograd for one shape on one CPU and not on another (other
-// caches), so a layer keeps rank 0's choice of them only where every rank's oneDNN
-// has them for its shape; the others run direct, on every rank.
-void TrainingSession::keep_winograd_where_every_rank_has_it() {
-  if (!winograd_everywhere) return;  // the same on every rank: the allreduce's result
-  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
-    if (!layer.has_own_products()) return;
-    const bool everywhere = comm.allreduce_min(one_or_zero([&] { return layer.has_winograd(); })) == 1;
-    if (!everywhere && layer.cpu_kernels() == CpuKernels::winograd) layer.set_cpu_kernels(CpuKernels::automatic);
-  });
+  keep_kernels_every_rank_runs();
 }
 
 // Ranks may differ in threads (one node with more cores) or CPU; every rank runs
@@ -277,11 +266,20 @@ void TrainingSession::take_root_kernel_choices() {
   comm.broadcast(&size, sizeof(size), 0);
   text.resize(size);
   comm.broadcast(text.data(), text.size(), 0);
-  agree_or_fail(comm, [&] {
-    if (!kernel_choices_available(text))
-      throw InputError("rank 0 chose CPU kernels " + text + ", which this rank's CPU or build cannot run "
-                       "(train.cpu_kernels = onednn or openblas leaves mpiddp's own kernels and Winograd's out)");
-    apply_kernel_choices(*model, text, "rank 0's CPU kernel choices");
+  agree_or_fail(comm, [&] { apply_kernel_choices(*model, text, "rank 0's CPU kernel choices"); });
+}
+
+// A layer keeps its kernels only where every rank's CPU runs them; the others
+// run the process's library, on every rank, so the replicas compute alike. A
+// rank without AVX2 takes own kernels from all; oneDNN may run Winograd for a
+// shape on one CPU and not on another (other caches), which takes it from that
+// layer only. One allreduce per layer with products.
+void TrainingSession::keep_kernels_every_rank_runs() {
+  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (!layer.has_own_products()) return;
+    const bool everywhere =
+        comm.allreduce_min(one_or_zero([&] { return runs_here(layer, layer.cpu_kernels()); })) == 1;
+    if (!everywhere) layer.set_cpu_kernels(CpuKernels::automatic);
   });
 }
 
@@ -341,7 +339,7 @@ void TrainingSession::restore(const std::string& resume) {
                          (config.train.max_steps > 0 && resumed->global_step >= config.train.max_steps));
   if (resumed) {
     const bool available =
-        comm.allreduce_min(one_or_zero([&] { return kernel_choices_available(resumed->cpu_kernels); })) == 1;
+        comm.allreduce_min(one_or_zero([&] { return kernel_choices_available(*model, resumed->cpu_kernels); })) == 1;
     agree_or_fail(comm, [&] {
       kernel_note = keep_trained_kernels(config, resumed->cpu_kernels, available, *model,
                                          resumed->path.empty() ? "the checkpoint" : resumed->path);
@@ -384,6 +382,14 @@ void TrainingSession::tune_kernels() {
     if (!layer.has_own_products() || next >= chosen.size()) return;
     tuned[next].chosen = static_cast<CpuKernels>(chosen[next]);
     layer.set_cpu_kernels(tuned[next].chosen);
+    ++next;
+  });
+  // Rank 0's fastest may not run on another rank's CPU (Winograd for a shape).
+  keep_kernels_every_rank_runs();
+  next = 0;
+  model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+    if (!layer.has_own_products() || next >= tuned.size()) return;
+    if (layer.cpu_kernels() == CpuKernels::automatic) tuned[next].chosen = cpu::gemm_library();
     ++next;
   });
 }

@@ -237,6 +237,11 @@ names_no_winograd() {
   "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
 sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$1"
 }
+# kernels_of CKPT: prints its cpu_kernels attribute.
+kernels_of() {
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+print(v.decode() if isinstance(v, bytes) else v)" "$1"
+}
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
   wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
@@ -281,6 +286,18 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
     && names_no_winograd "$(latest_checkpoint "$WORK/w-requeued")" \
     && pass "a Winograd run resumed where rank 1's CPU lacks AVX-512 goes on direct on every rank, with the note" \
     || fail "mixed-ISA resume of a Winograd run: $(grep -i -e error -e note -e winograd "$WORK/w-requeued.log")"
+  # Which shapes oneDNN has Winograd for depends on the CPU: a checkpoint naming it
+  # for a layer it has none for here (the Linear stands in for a shape another
+  # CPU's oneDNN took) resumes on this CPU's kernels, with the note, not a refusal.
+  mkdir -p "$WORK/w-shape/checkpoints"
+  cp "$WORK/w-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/w-shape/checkpoints/"
+  "$PYTHON" -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['cpu_kernels'] = numpy.bytes_('onednn;layers.0=winograd;layers.4=winograd')" \
+    "$WORK/w-shape/checkpoints/ckpt-step-000000003.h5"
+  run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-shape" --resume auto > "$WORK/w-shape.log" 2>&1 \
+    && grep -q "^note: this run trained with CPU kernels onednn;layers.0=winograd;layers.4=winograd and continues with onednn;layers.0=winograd (.*for a layer they name)" "$WORK/w-shape.log" \
+    && [ "$(kernels_of "$(latest_checkpoint "$WORK/w-shape")")" = "onednn;layers.0=winograd" ] \
+    && pass "a checkpoint naming Winograd for a layer this CPU has none for resumes on this CPU's kernels, with the note" \
+    || fail "Winograd for a layer without it here: $(grep -i -e error -e note "$WORK/w-shape.log")"
   # A CPU without AVX-512 (oneDNN held to AVX2) is refused the setting with one
   # line, and so is a job where only another rank's CPU lacks it (rank 1 held to AVX2).
   ONEDNN_MAX_CPU_ISA=AVX2 expect_input_error winograd-avx2 2 \

@@ -19,13 +19,25 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library);
 // entry per layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);
 
-// Whether every library `text` names is in this build (oneDNN may be missing)
-// and runs on this CPU (own needs AVX2 and FMA, winograd oneDNN on AVX-512).
-bool kernel_choices_available(const std::string& text);
+// Whether this rank's build and CPU run `layer` on `library`: oneDNN may be
+// missing from the build, own kernels need AVX2 and FMA (and a shape they take),
+// and oneDNN has Winograd convolutions only on AVX-512, for some shapes, and
+// which shapes may differ between CPUs (their caches).
+bool runs_here(const Layer& layer, CpuKernels library);
+
+// Whether `text` parses and every library it names runs here (runs_here) for the
+// layer of `model` it names it for (a layer `model` lacks is
+// check_kernel_choices_fit's to refuse).
+bool kernel_choices_available(Sequential& model, const std::string& text);
+
+// Throws InputError naming `source` when `text` does not parse or cannot be
+// `model`'s: it names a layer `model` does not have, one without products of its
+// own, or own kernels for a layer that has none on a CPU that has them. What
+// differs between CPUs is kernel_choices_available's, not a refusal.
+void check_kernel_choices_fit(Sequential& model, const std::string& text, const std::string& source);
 
 // Gives each layer `text` names its library (the others: the process's) and
-// returns the process library. Throws InputError naming `source` when `text`
-// does not parse or names a layer `model` does not have, or one without products.
+// returns the process library, after check_kernel_choices_fit.
 CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, const std::string& source);
 
 // A fresh run's own kernels and Winograd convolutions: with train.cpu_kernels =

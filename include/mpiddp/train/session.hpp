@@ -84,7 +84,7 @@ class TrainingSession {
   Shape input_shape() const;
   void restore(const std::string& resume);
   void tune_kernels();
-  void keep_winograd_where_every_rank_has_it();
+  void keep_kernels_every_rank_runs();
   void take_root_kernel_choices();
   void start_from_initial_weights();
 };
