@@ -37,10 +37,15 @@ nap() { read -r -t "$1" -u "$silent_fd" _ || true; }
 
 # Until the restart has completed a checkpoint after step $1 (or ended), polled
 # often so that each restart moves the run on by a few steps only.
+# The deadline reads /proc/uptime, as lib.sh's wait_until does (a fresh VM's clock
+# may be set meanwhile); wait_until's own polls are too far apart here.
 wait_for_progress() {
-  local deadline=$((SECONDS + PROGRESS_LIMIT))
+  local up rest deadline
+  read -r up rest < /proc/uptime
+  deadline=$((10#${up/./} + 100 * PROGRESS_LIMIT))
   until [ "$(latest_step "$dir")" -gt "$1" ] || job_ended "$job"; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
+    read -r up rest < /proc/uptime
+    [ "$((10#${up/./}))" -lt "$deadline" ] || return 1
     nap 0.005
   done
 }

@@ -79,9 +79,9 @@ check(g.BUDGET_RAN_OUT == "time budget (GPU_CHECK_BUDGET_S) ran out during the s
 log = g.lines_of(c.log("cut_by_budget"))
 check(bool(log) and g.BUDGET_RAN_OUT in log[-1], f"its log says so: {log[-1:]}")
 
-# SIGTERM ignored (the trap's SIG_IGN stays across exec); 5 s, so that a slow start
-# has the trap in place well before the limit.
-row = step("cut_ignores_term", 60, ["bash", "-c", 'trap "" TERM; exec sleep 30'], 5)
+# SIGTERM ignored (the trap's SIG_IGN stays across exec); 20 s, so that even a
+# slow start on a loaded machine has the trap in place well before the limit.
+row = step("cut_ignores_term", 60, ["bash", "-c", 'trap "" TERM; exec sleep 60'], 20)
 check(c.rc == 137 and row.split()[:2] == ["cut_ignores_term", "SKIP"] and g.BUDGET_RAN_OUT in row,
       f"one that ignores SIGTERM, killed after the grace (exit {c.rc}), is a SKIP too: {row}")
 
