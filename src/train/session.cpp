@@ -266,7 +266,14 @@ void TrainingSession::take_root_kernel_choices() {
   comm.broadcast(&size, sizeof(size), 0);
   text.resize(size);
   comm.broadcast(text.data(), text.size(), 0);
-  agree_or_fail(comm, [&] { apply_kernel_choices(*model, text, "rank 0's CPU kernel choices"); });
+  agree_or_fail(comm, [&] {
+    const CpuKernels process = apply_kernel_choices(*model, text, "rank 0's CPU kernel choices");
+    // Every rank runs one mpiddp build: one without oneDNN would round every product otherwise.
+    if (process == CpuKernels::onednn && !cpu::onednn_linked())
+      throw InputError("rank 0 runs its matrix products on oneDNN, which this rank's mpiddp was built without: "
+                       "give every rank the same mpiddp");
+    cpu::use_gemm_library(process);
+  });
 }
 
 // A layer keeps its kernels only where every rank's CPU runs them; the others
@@ -384,12 +391,15 @@ void TrainingSession::tune_kernels() {
     layer.set_cpu_kernels(tuned[next].chosen);
     ++next;
   });
-  // Rank 0's fastest may not run on another rank's CPU (Winograd for a shape).
+  // Rank 0's fastest may not run on another rank's CPU (Winograd for a shape):
+  // such a layer gets the process's library, named as the others are, so the
+  // banner's table and the checkpoint's choices agree.
   keep_kernels_every_rank_runs();
   next = 0;
   model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (!layer.has_own_products() || next >= tuned.size()) return;
-    if (layer.cpu_kernels() == CpuKernels::automatic) tuned[next].chosen = cpu::gemm_library();
+    if (layer.cpu_kernels() == CpuKernels::automatic) layer.set_cpu_kernels(cpu::gemm_library());
+    tuned[next].chosen = layer.cpu_kernels();
     ++next;
   });
 }
