@@ -143,16 +143,22 @@ expect_input_error() {
 
 # ---- background jobs (mpirun ... &) ----
 
+# uptime_cs: sets UPTIME_CS to the time since boot in hundredths of a second (no
+# subshell, so tight polls can afford it). Deadlines use it, not bash's SECONDS:
+# a change of the date (a fresh VM's clock being set) does not move it.
+uptime_cs() {
+  local rest
+  read -r UPTIME_CS rest < /proc/uptime  # seconds with two decimals
+  UPTIME_CS=$((10#${UPTIME_CS/./}))
+}
+
 # wait_until SECONDS COMMAND...: polls COMMAND until it succeeds; non-zero if it never did in time.
-# Time is read from /proc/uptime, which a change of the date (a fresh VM's clock
-# being set) does not move, unlike bash's SECONDS.
 wait_until() {
-  local wait_limit=$1 wait_up wait_rest wait_deadline; shift
-  read -r wait_up wait_rest < /proc/uptime  # seconds with two decimals: counted in hundredths
-  wait_deadline=$((10#${wait_up/./} + 100 * wait_limit))
+  local wait_deadline; uptime_cs
+  wait_deadline=$((UPTIME_CS + 100 * $1)); shift
   until "$@"; do
-    read -r wait_up wait_rest < /proc/uptime
-    [ "$((10#${wait_up/./}))" -lt "$wait_deadline" ] || return 1
+    uptime_cs
+    [ "$UPTIME_CS" -lt "$wait_deadline" ] || return 1
     sleep 0.05
   done
 }

@@ -37,15 +37,13 @@ nap() { read -r -t "$1" -u "$silent_fd" _ || true; }
 
 # Until the restart has completed a checkpoint after step $1 (or ended), polled
 # often so that each restart moves the run on by a few steps only.
-# The deadline reads /proc/uptime, as lib.sh's wait_until does (a fresh VM's clock
-# may be set meanwhile); wait_until's own polls are too far apart here.
+# (lib.sh's wait_until polls too far apart for this; the same clock, uptime_cs.)
 wait_for_progress() {
-  local up rest deadline
-  read -r up rest < /proc/uptime
-  deadline=$((10#${up/./} + 100 * PROGRESS_LIMIT))
+  local deadline; uptime_cs
+  deadline=$((UPTIME_CS + 100 * PROGRESS_LIMIT))
   until [ "$(latest_step "$dir")" -gt "$1" ] || job_ended "$job"; do
-    read -r up rest < /proc/uptime
-    [ "$((10#${up/./}))" -lt "$deadline" ] || return 1
+    uptime_cs
+    [ "$UPTIME_CS" -lt "$deadline" ] || return 1
     nap 0.005
   done
 }
@@ -59,8 +57,9 @@ pause_before_kill() {
     local ms=$((RANDOM % 200 + 1))
     nap "$(printf '0.%03d' "$ms")"
   else
-    local deadline=$((SECONDS + 10))
-    until writing || [ "$SECONDS" -ge "$deadline" ]; do nap 0.001; done
+    local deadline; uptime_cs
+    deadline=$((UPTIME_CS + 1000))  # 10 s
+    until writing || { uptime_cs; [ "$UPTIME_CS" -ge "$deadline" ]; }; do nap 0.001; done
     nap "0.00$((RANDOM % 5))"
   fi
 }

@@ -192,16 +192,21 @@ PY
   expect_error kernels-no-layer 2 "$WORK/t-bn.h5: CPU kernel choice for layers.9, a layer this model does not have" \
     "${tune_run[@]}" --run.dir "$WORK/t-bn" --resume "$WORK/t-bn.h5"
 fi
+# kernels_of CKPT: prints its cpu_kernels attribute (non-zero if it has none).
+kernels_of() {
+  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
+print(v.decode() if isinstance(v, bytes) else v)" "$1"
+}
 # kernels_kept TAG LAYERS RUN...: the run RUN... in $WORK/TAG-straight (6 steps, a
 # checkpoint every 3) names its layers' kernels LAYERS after the process's library
 # in its checkpoint, and a resume with auto from step 3 takes them (no note on
 # rounding) and ends bit-identical.
 kernels_kept() {
   local tag=$1 layers=$2; shift 2
-  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit((v.decode() if isinstance(v, bytes) else v).split(';')[1:] != sys.argv[2].split(';'))" \
-    "$(latest_checkpoint "$WORK/$tag-straight")" "$layers" && pass "$tag: the checkpoint names them ($layers)" \
-    || fail "$tag: cpu_kernels attribute, not $layers"
+  local kernels
+  kernels=$(kernels_of "$(latest_checkpoint "$WORK/$tag-straight")") && [ "${kernels#*;}" = "$layers" ] \
+    && [ "$kernels" != "$layers" ] && pass "$tag: the checkpoint names them ($layers)" \
+    || fail "$tag: cpu_kernels attribute '$kernels', not $layers"
   mkdir -p "$WORK/$tag-split/checkpoints"
   cp "$WORK/$tag-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/$tag-split/checkpoints/"
   run_ranks 2 "$@" --run.dir "$WORK/$tag-split" --resume "$WORK/$tag-split/checkpoints/ckpt-step-000000003.h5" \
@@ -233,15 +238,7 @@ fi
 # bit-identical, and onednn's run (the direct convolutions) differs in bits. Where a
 # rank's CPU lacks them, auto runs the direct convolutions and winograd is refused.
 # names_no_winograd CKPT: its cpu_kernels attribute names no Winograd layer.
-names_no_winograd() {
-  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-sys.exit('winograd' in (v.decode() if isinstance(v, bytes) else v))" "$1"
-}
-# kernels_of CKPT: prints its cpu_kernels attribute.
-kernels_of() {
-  "$PYTHON" -c "import h5py, sys; v = h5py.File(sys.argv[1], 'r').attrs['cpu_kernels']
-print(v.decode() if isinstance(v, bytes) else v)" "$1"
-}
+names_no_winograd() { local kernels; kernels=$(kernels_of "$1") && [[ $kernels != *winograd* ]]; }
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
   wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
