@@ -317,8 +317,8 @@ TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& p
     state.cpu_kernels = h5::read_string_attribute(f, "cpu_kernels", path);
     if (!valid_kernel_choices(state.cpu_kernels))
       throw InputError(path + ": attribute 'cpu_kernels' is '" + printable(state.cpu_kernels) +
-                       "', must be onednn or openblas, then ';layer=library' entries (library onednn, openblas, own or "
-                       "winograd; damaged or edited checkpoint)");
+                       "', must be onednn or openblas, then ';layer=library' entries (library onednn, openblas, own, "
+                       "winograd or winograd_all; damaged or edited checkpoint)");
   }
   return state;
 }

@@ -73,7 +73,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
       ("stride", po::value(&g.stride)->default_value(g.stride), "stride")
       ("padding", po::value(&g.padding)->default_value(g.padding), "padding")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
-      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn, openblas, own or winograd (train.cpu_kernels)")
+      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn, openblas, own, winograd or winograd_all (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time per product");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
@@ -95,11 +95,15 @@ int command_bench_conv(const std::vector<std::string>& args) {
   const CpuKernels choice =
       load_config("", {"--data.train", "x", "--train.cpu_kernels", kernels}).train.cpu_kernels;
   cpu::use_gemm_library(choice);
-  const cpu::LibraryScope layer_choice(choice);  // own and winograd are a layer's choices
-  // own (winograd) runs a shape the own kernels (Winograd's) do not take on the library.
-  const bool layers_choice_runs = (choice == CpuKernels::own && cpu::thin_conv::supports(g)) ||
-                                  (choice == CpuKernels::winograd && cpu::onednn_conv::winograd_available(g));
-  const CpuKernels method = layers_choice_runs ? choice : cpu::gemm_library();
+  const cpu::LibraryScope layer_choice(choice);  // own and winograd(_all) are a layer's choices
+  // own (winograd) runs a shape the own kernels (Winograd's) do not take on the
+  // library; winograd_all, a shape without Winograd's weight gradient as winograd.
+  const bool wino = choice == CpuKernels::winograd || choice == CpuKernels::winograd_all;
+  const CpuKernels method =
+      (choice == CpuKernels::own && cpu::thin_conv::supports(g)) ? choice
+      : (choice == CpuKernels::winograd_all && cpu::onednn_conv::winograd_available(g, true)) ? choice
+      : (wino && cpu::onednn_conv::winograd_available(g)) ? CpuKernels::winograd
+                                                            : cpu::gemm_library();
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.n) * g.out_c * g.out_h() * g.out_w();

@@ -256,7 +256,9 @@ void describe(Schema& s, Config& c) {
         "where this build has it, else OpenBLAS, with own kernels where they suit and oneDNN's Winograd "
         "convolutions where they suit and every rank's CPU has them (AVX-512); onednn: its direct convolutions "
         "for every Conv2d; own: own kernels for every Conv2d that has them; winograd: as auto, refused where a "
-        "rank's CPU lacks them; tune: the faster per Linear and Conv2d, timed at start-up)");
+        "rank's CPU lacks them, weight gradients direct; winograd_all: as winograd, with Winograd's weight "
+        "gradient wherever oneDNN has it (auto: on planes of at most 8x8 outputs, 48 channels or more); "
+        "tune: the faster per Linear and Conv2d, timed at start-up)");
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");
   s.add("train.precision", &c.train.precision, "{} matrix products (tf32, bf16: cuda)");
   s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");

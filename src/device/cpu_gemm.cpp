@@ -12,7 +12,9 @@ namespace {
 CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas; }
 
 // The choices that cover some of a layer's work (its convolutions), not a process's products.
-bool layers_only(CpuKernels choice) { return choice == CpuKernels::own || choice == CpuKernels::winograd; }
+bool layers_only(CpuKernels choice) {
+  return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all;
+}
 
 // auto's library unless train.cpu_kernels says otherwise (Session sets it before
 // any product runs); read by every sgemm.
@@ -47,11 +49,16 @@ CpuKernels library_for_products() {
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
 // (Only where oneDNN is linked: in a build without it, a winograd scope runs the process's library.)
-bool winograd_convolutions() { return library_in_effect() == CpuKernels::winograd && onednn::linked(); }
+bool winograd_convolutions() {
+  const CpuKernels library = library_in_effect();
+  return (library == CpuKernels::winograd || library == CpuKernels::winograd_all) && onednn::linked();
+}
+bool winograd_weight_gradients() { return winograd_convolutions() && library_in_effect() == CpuKernels::winograd_all; }
 bool onednn_convolutions() { return library_for_products() == CpuKernels::onednn || winograd_convolutions(); }
 const char* convolution_method(CpuKernels library) {
   if (library == CpuKernels::own) return "own thin-convolution kernels";
   if (library == CpuKernels::winograd) return "onednn winograd primitives (weight gradient direct)";
+  if (library == CpuKernels::winograd_all) return "onednn winograd primitives";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }

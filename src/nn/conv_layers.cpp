@@ -8,6 +8,13 @@
 #include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
+namespace {
+
+// Where auto runs Winograd's weight gradient (Conv2d::winograd_weight_gradient_suits).
+constexpr int kSmallPlane = 8 * 8;  // output positions per plane, at most
+constexpr int kWideChannels = 48;   // input and output channels, at least
+
+}  // namespace
 
 Shape image_shape(const Shape& in, const char* what) {
   if (in.size() == 3) return in;
@@ -69,6 +76,7 @@ std::string Conv2d::arguments() const {
 
 void Conv2d::declare(ParameterStore& params, const std::string& prefix, const Shape& in) {
   winograd_.reset();
+  winograd_weight_gradient_.reset();
   in_ = image_shape(in, "conv2d");
   const std::size_t k = static_cast<std::size_t>(kernel_);
   weight_ = params.add(prefix + ".weight", {out_c_, in_[0], k, k});
@@ -109,6 +117,20 @@ bool Conv2d::has_winograd() const {
 bool Conv2d::winograd_suits(int /*threads*/) const {
   const ConvGeometry g = geometry(1);
   return has_winograd() && g.c * g.kh * g.kw > cpu::thin_conv::kSuitedRows;
+}
+bool Conv2d::has_winograd_weight_gradient() const {
+  if (in_.empty() || !has_winograd()) return false;
+  if (!winograd_weight_gradient_) winograd_weight_gradient_ = cpu::onednn_conv::winograd_available(geometry(1), true);
+  return *winograd_weight_gradient_;
+}
+// Winograd's weight gradient ran 10-55% faster than the direct one on planes of at
+// most 8 x 8 outputs with 48 to 128 channels, either way at 14 x 14 and above, even
+// or slower with 32 channels or fewer (docs/performance.md); a rule, not a timing,
+// so two runs of one input file choose alike.
+bool Conv2d::winograd_weight_gradient_suits(int threads) const {
+  const ConvGeometry g = geometry(1);
+  return winograd_suits(threads) && g.out_h() * g.out_w() <= kSmallPlane && g.c >= kWideChannels &&
+         g.out_c >= kWideChannels && has_winograd_weight_gradient();
 }
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {

@@ -18,7 +18,13 @@ std::optional<CpuKernels> library_named(const std::string& name) {
   if (name == "openblas") return CpuKernels::openblas;
   if (name == "own") return CpuKernels::own;
   if (name == "winograd") return CpuKernels::winograd;
+  if (name == "winograd_all") return CpuKernels::winograd_all;
   return std::nullopt;
+}
+
+// The choices that name one layer's kernels, never a process's library.
+bool layer_only(CpuKernels library) {
+  return library == CpuKernels::own || library == CpuKernels::winograd || library == CpuKernels::winograd_all;
 }
 
 struct ParsedChoices {
@@ -50,7 +56,7 @@ std::optional<ParsedChoices> parse(const std::string& text) {
   }
   ParsedChoices parsed;
   const auto process = library_named(parts[0]);
-  if (!process || *process == CpuKernels::own || *process == CpuKernels::winograd) return std::nullopt;  // a layer's
+  if (!process || layer_only(*process)) return std::nullopt;
   parsed.process = *process;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t eq = parts[i].find('=');
@@ -68,8 +74,7 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
   std::string text = name_of(library);
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     const CpuKernels own = layer.cpu_kernels();
-    if (own == CpuKernels::onednn || own == CpuKernels::openblas || own == CpuKernels::own ||
-        own == CpuKernels::winograd)
+    if (own == CpuKernels::onednn || own == CpuKernels::openblas || layer_only(own))
       text += ";" + name + "=" + name_of(own);
   });
   return text;
@@ -82,6 +87,7 @@ bool runs_here(const Layer& layer, CpuKernels library) {
     case CpuKernels::onednn: return cpu::onednn_linked();
     case CpuKernels::own: return layer.has_own_kernels();
     case CpuKernels::winograd: return layer.has_winograd();
+    case CpuKernels::winograd_all: return layer.has_winograd_weight_gradient();
     default: return true;
   }
 }
@@ -129,29 +135,44 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
   return parsed.process;
 }
 
+namespace {
+
+// Which Winograd choice a layer Winograd suits gets: winograd insists on the
+// direct weight gradient, winograd_all on Winograd's wherever oneDNN has it, and
+// the rule (auto, own) takes Winograd's where it suits.
+CpuKernels winograd_choice(const Layer& layer, CpuKernels setting, int threads) {
+  if (setting == CpuKernels::winograd) return CpuKernels::winograd;
+  const bool all = setting == CpuKernels::winograd_all ? layer.has_winograd_weight_gradient()
+                                                       : layer.winograd_weight_gradient_suits(threads);
+  return all ? CpuKernels::winograd_all : CpuKernels::winograd;
+}
+
+}  // namespace
+
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere) {
   if (setting == CpuKernels::own && !cpu::thin_conv::available())
     throw InputError("train.cpu_kernels = own: mpiddp's own kernels need an x86-64 CPU with AVX2 and FMA; "
                      "use auto");
-  if (setting == CpuKernels::winograd && !cpu::onednn_conv::winograd_runs())
-    throw InputError(std::string("train.cpu_kernels = winograd: ") +
+  const bool insists = setting == CpuKernels::winograd || setting == CpuKernels::winograd_all;
+  const std::string asked = std::string("train.cpu_kernels = ") + name_of(setting) + ": ";
+  if (insists && !cpu::onednn_conv::winograd_runs())
+    throw InputError(asked +
                      (cpu::onednn_linked() ? "oneDNN has Winograd convolutions only for CPUs with AVX-512"
                                            : "this mpiddp was built without oneDNN") +
                      "; use auto");
-  if (setting == CpuKernels::winograd && !winograd_everywhere)
-    throw InputError("train.cpu_kernels = winograd: another rank's CPU lacks oneDNN's Winograd convolutions "
-                     "(AVX-512); use auto");
-  // winograd is auto's rule, insisting on Winograd's kernels; auto (and own, for
-  // the layers its kernels do not take) takes them where every rank's CPU has
-  // them; tune times them instead.
-  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || setting == CpuKernels::winograd;
-  const bool winograd = setting == CpuKernels::winograd ||
-                        ((setting == CpuKernels::automatic || setting == CpuKernels::own) && winograd_everywhere);
+  if (insists && !winograd_everywhere)
+    throw InputError(asked + "another rank's CPU lacks oneDNN's Winograd convolutions (AVX-512); use auto");
+  // winograd and winograd_all are auto's rule, insisting on Winograd's kernels;
+  // auto (and own, for the layers its kernels do not take) takes them where every
+  // rank's CPU has them; tune times them instead.
+  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || insists;
+  const bool winograd =
+      insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own) && winograd_everywhere);
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);
     else if (winograd && layer.winograd_suits(threads))
-      layer.set_cpu_kernels(CpuKernels::winograd);
+      layer.set_cpu_kernels(winograd_choice(layer, setting, threads));
   });
 }
 

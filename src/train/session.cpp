@@ -247,7 +247,7 @@ void TrainingSession::build_model() {
   // A resume then takes the checkpoint's choices instead (keep_trained_kernels).
   // The emulated GPU runs the CPU's ops, so it gets the CPU's choices (and its bits).
   if (compute.device->kind() == DeviceKind::cuda) return;
-  // train.cpu_kernels = winograd needs Winograd's kernels on every rank's CPU; auto
+  // train.cpu_kernels = winograd(_all) needs Winograd's kernels on every rank's CPU; auto
   // takes them and tune times them only then (tune_kernels). onednn and the others
   // never ask oneDNN.
   const CpuKernels setting = config.train.cpu_kernels;
@@ -433,6 +433,9 @@ void TrainingSession::print_banner() const {
   if (!own.empty()) std::printf("CPU kernels of mpiddp's own (%s): %s\n", cpu::thin_conv::isa(), own.c_str());
   const std::string winograd = layers_on(*model, CpuKernels::winograd);
   if (!winograd.empty()) std::printf("oneDNN's Winograd convolutions (forward and input gradient): %s\n", winograd.c_str());
+  const std::string winograd_all = layers_on(*model, CpuKernels::winograd_all);
+  if (!winograd_all.empty())
+    std::printf("oneDNN's Winograd convolutions (forward, input and weight gradients): %s\n", winograd_all.c_str());
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

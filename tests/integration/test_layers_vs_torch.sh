@@ -13,12 +13,13 @@ LAYER_CASES=${LAYER_CASES:-$(dirname "$MPIDDP")/tests/layer_cases}
 # Every CPU kernel choice (train.cpu_kernels) this build has: OpenBLAS (im2col
 # convolutions), oneDNN (its convolution primitives) where the binary links it,
 # mpiddp's own convolution kernels where the CPU has AVX2 and FMA, and oneDNN's
-# Winograd convolutions where it has oneDNN and AVX-512.
+# Winograd convolutions where it has oneDNN and AVX-512 (winograd, and
+# winograd_all: their weight gradients too).
 kernels=(openblas)
 grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && kernels+=(onednn)
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then kernels+=(own); fi
 if grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
-  && grep -qw avx512dq /proc/cpuinfo; then kernels+=(winograd); fi
+  && grep -qw avx512dq /proc/cpuinfo; then kernels+=(winograd winograd_all); fi
 for k in "${kernels[@]}"; do
   "$LAYER_CASES" "$WORK/cases-$k.h5" "$k" > "$WORK/cases-$k.log" 2>&1 && pass "$k: $(cat "$WORK/cases-$k.log")" \
     || { fail "layer_cases $k exited $?: $(cat "$WORK/cases-$k.log")"; continue; }

@@ -236,14 +236,15 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd]\n");
+    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd|winograd_all]\n");
     return 2;
   }
   const char* convolutions = "";
   try {
     // The CPU kernels every case runs on (train.cpu_kernels): each choice must match
     // torch.nn. own (a layer's choice) runs every convolution on mpiddp's own kernels,
-    // winograd every one oneDNN has Winograd kernels for (3 x 3, stride 1, AVX-512).
+    // winograd every one oneDNN has Winograd kernels for (3 x 3, stride 1, AVX-512),
+    // winograd_all with their weight gradients too (where oneDNN has them).
     CpuKernels choice = CpuKernels::automatic;
     if (argc == 3) {
       const auto kernels = parse_choice<CpuKernels>(argv[2]);
@@ -252,7 +253,8 @@ int main(int argc, char** argv) {
       mpiddp::cpu::use_gemm_library(choice);
     }
     const mpiddp::cpu::LibraryScope layers_choice(choice);
-    const bool layers_only = choice == CpuKernels::own || choice == CpuKernels::winograd;
+    const bool layers_only =
+        choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all;
     convolutions = mpiddp::cpu::convolution_method(layers_only ? choice : mpiddp::cpu::gemm_library());
     const hid_t file = H5Fcreate(argv[1], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw std::runtime_error(std::string("cannot create ") + argv[1]);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -153,7 +154,10 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
   std::vector<std::pair<CpuKernels, CpuKernels>> choices;
   for (const CpuKernels library : all) choices.emplace_back(library, CpuKernels::automatic);
   if (cpu::thin_conv::available()) choices.emplace_back(CpuKernels::automatic, CpuKernels::own);
-  if (cpu::onednn_conv::winograd_runs()) choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd);
+  if (cpu::onednn_conv::winograd_runs()) {
+    choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd);
+    choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd_all);
+  }
   for (const Case& c : cases) {
     const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
     for (const auto& [library, own] : choices) {
@@ -189,9 +193,18 @@ struct ConvCase {
   std::size_t weights() const { return w.size(); }
 };
 
-std::size_t wrong_values(const std::vector<float>& got, const std::vector<float>& want) {
+// Values off by more than 1e-5 of their size; with `of_largest`, of the largest
+// value's (Winograd's tile transforms spread rounding over a tile, about 1e-6 of
+// the output's scale: docs/performance.md).
+std::size_t wrong_values(const std::vector<float>& got, const std::vector<float>& want, bool of_largest = false) {
   REQUIRE(got.size() == want.size());
-  return bench::count_wrong(got.data(), want.data(), got.size(), 1e-5);
+  if (!of_largest) return bench::count_wrong(got.data(), want.data(), got.size(), 1e-5);
+  float largest = 0;
+  for (const float v : want) largest = std::max(largest, std::fabs(v));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5f * (1.0f + largest))) ++wrong;
+  return wrong;
 }
 
 }  // namespace
@@ -199,11 +212,15 @@ std::size_t wrong_values(const std::vector<float>& got, const std::vector<float>
 TEST_CASE("convolution ops on each library equal the plain loops, whatever ran before", "[gemm][conv]") {
   const std::vector<std::array<int, 7>> shapes{// n, c, size, out_c, kernel, stride, padding
                                                {3, 1, 7, 4, 3, 1, 1}, {2, 3, 9, 5, 3, 2, 1}, {4, 2, 6, 3, 1, 1, 0},
-                                               {2, 4, 8, 6, 5, 1, 2}, {5, 3, 7, 2, 3, 2, 0}, {1, 16, 5, 32, 3, 1, 1}};
+                                               {2, 4, 8, 6, 5, 1, 2}, {5, 3, 7, 2, 3, 2, 0}, {1, 16, 5, 32, 3, 1, 1},
+                                               {3, 48, 7, 48, 3, 1, 1}};
   LibraryGuard guard;
   std::vector<CpuKernels> choices = libraries();
   if (cpu::thin_conv::available()) choices.push_back(CpuKernels::own);  // a layer's: set by a scope
-  if (cpu::onednn_conv::winograd_runs()) choices.push_back(CpuKernels::winograd);
+  if (cpu::onednn_conv::winograd_runs()) {
+    choices.push_back(CpuKernels::winograd);
+    choices.push_back(CpuKernels::winograd_all);
+  }
   for (const CpuKernels library : choices) {
     cpu::use_gemm_library(library);
     const cpu::LibraryScope layer_choice(library);
@@ -214,19 +231,22 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
       ConvCase other(s[0] + 1, s[1], s[2], s[3], s[4], s[5], s[6], 20);  // another batch size between
       ConvOps& conv = cpu_device().ops<ConvOps>();
       auto scratch = conv.make_scratch();
+      const auto wrong = [&](const std::vector<float>& got, const std::vector<float>& want) {
+        return wrong_values(got, want, library == CpuKernels::winograd || library == CpuKernels::winograd_all);
+      };
       std::vector<float> y(a.dy.size()), y_other(other.dy.size()), dx(a.x.size());
       std::vector<float> dw(a.weights()), db(a.b.size());
       conv.conv_forward(a.x.data(), a.w.data(), a.b.data(), y.data(), a.g, scratch.get());
       conv.conv_forward(other.x.data(), other.w.data(), other.b.data(), y_other.data(), other.g, scratch.get());
       conv.conv_backward_params(a.x.data(), a.dy.data(), dw.data(), db.data(), a.g, false, scratch.get());
       conv.conv_backward_input(a.dy.data(), a.w.data(), dx.data(), a.g, scratch.get());
-      CHECK(wrong_values(y, bench::conv_forward(a.x.data(), a.w.data(), a.b.data(), a.g)) == 0);
-      CHECK(wrong_values(y_other, bench::conv_forward(other.x.data(), other.w.data(), other.b.data(), other.g)) == 0);
+      CHECK(wrong(y, bench::conv_forward(a.x.data(), a.w.data(), a.b.data(), a.g)) == 0);
+      CHECK(wrong(y_other, bench::conv_forward(other.x.data(), other.w.data(), other.b.data(), other.g)) == 0);
       std::vector<float> params(dw);
       params.insert(params.end(), db.begin(), db.end());
       const std::vector<float> want_params = bench::conv_params_grad(a.x.data(), a.dy.data(), a.g);
-      CHECK(wrong_values(params, want_params) == 0);
-      CHECK(wrong_values(dx, bench::conv_input_grad(a.dy.data(), a.w.data(), a.g)) == 0);
+      CHECK(wrong(params, want_params) == 0);
+      CHECK(wrong(dx, bench::conv_input_grad(a.dy.data(), a.w.data(), a.g)) == 0);
 
       // The same buffers with new values (the next step): nothing stale is used,
       // and accumulated gradients add onto what is there.
@@ -242,13 +262,13 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
       conv.conv_forward(a.x.data(), a.w.data(), a.b.data(), y.data(), a.g, scratch.get());
       conv.conv_backward_params(a.x.data(), a.dy.data(), dw.data(), db.data(), a.g, true, scratch.get());
       conv.conv_backward_input(a.dy.data(), a.w.data(), dx.data(), a.g, scratch.get());
-      CHECK(wrong_values(y, bench::conv_forward(fresh.x.data(), fresh.w.data(), fresh.b.data(), fresh.g)) == 0);
+      CHECK(wrong(y, bench::conv_forward(fresh.x.data(), fresh.w.data(), fresh.b.data(), fresh.g)) == 0);
       std::vector<float> summed = bench::conv_params_grad(fresh.x.data(), fresh.dy.data(), fresh.g);
       for (std::size_t i = 0; i < summed.size(); ++i) summed[i] += want_params[i];
       params.assign(dw.begin(), dw.end());
       params.insert(params.end(), db.begin(), db.end());
-      CHECK(wrong_values(params, summed) == 0);
-      CHECK(wrong_values(dx, bench::conv_input_grad(fresh.dy.data(), fresh.w.data(), fresh.g)) == 0);
+      CHECK(wrong(params, summed) == 0);
+      CHECK(wrong(dx, bench::conv_input_grad(fresh.dy.data(), fresh.w.data(), fresh.g)) == 0);
     }
   }
 }
@@ -328,7 +348,10 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
   CHECK_FALSE(kernel_choices_available(*other, "onednn;layers.5=own"));
   // oneDNN's Winograd convolutions too (where this CPU has them for the layer's shape), never for a process.
   CHECK(valid_kernel_choices("onednn;layers.0=winograd"));
+  CHECK(valid_kernel_choices("onednn;layers.0=winograd_all;layers.1=winograd"));
   CHECK_FALSE(valid_kernel_choices("winograd"));
+  CHECK_FALSE(valid_kernel_choices("winograd_all"));
+  CHECK_FALSE(valid_kernel_choices("onednn;layers.0=winograd-all"));
   bool body_winograd = false;
   other->visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     if (name == "layers.3.body.0") body_winograd = layer.has_winograd();
@@ -340,7 +363,9 @@ TEST_CASE("CPU kernel choices: the text a checkpoint keeps, read back onto the s
   // it does not run here, and a resume goes on with this rank's kernels.
   CHECK_FALSE(kernel_choices_available(*other, "onednn;layers.3.shortcut.0=winograd"));
   CHECK_FALSE(kernel_choices_available(*other, "onednn;layers.5=winograd"));
+  CHECK_FALSE(kernel_choices_available(*other, "onednn;layers.5=winograd_all"));
   CHECK_NOTHROW(check_kernel_choices_fit(*other, "onednn;layers.5=winograd", "f.h5"));
+  CHECK_NOTHROW(check_kernel_choices_fit(*other, "onednn;layers.5=winograd_all", "f.h5"));
   // A layer the model lacks is for check_kernel_choices_fit to refuse.
   CHECK(kernel_choices_available(*other, "openblas;layers.42=openblas"));
   CHECK_FALSE(kernel_choices_available(*other, "openblas;layers.0"));
@@ -402,4 +427,45 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
     CHECK(choices(CpuKernels::automatic, 1) == "openblas;layers.0=own");
     CHECK_THROWS_WITH(choices(CpuKernels::winograd, 1), Catch::Contains("train.cpu_kernels = winograd: "));
   }
+}
+
+TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small planes; winograd never", "[gemm]") {
+  // 4 -> 48 and 48 -> 48 at 14 x 14, a strided one, 32 -> 48 and 48 -> 48 at 7 x 7.
+  const std::string layers =
+      "conv2d(48,3,padding=1) conv2d(48,3,padding=1) conv2d(32,3,stride=2,padding=1) conv2d(48,3,padding=1) "
+      "conv2d(48,3,padding=1) flatten linear";
+  const auto model = [&] { return std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{4, 14, 14}, 5); };
+  const auto choices = [&](CpuKernels setting, bool winograd_everywhere = true) {
+    auto m = model();
+    give_own_kernels(*m, setting, 2, winograd_everywhere);
+    return kernel_choices_text(*m, CpuKernels::openblas);
+  };
+  if (!cpu::onednn_conv::winograd_runs()) {
+    CHECK_THROWS_WITH(choices(CpuKernels::winograd_all), Catch::Contains("train.cpu_kernels = winograd_all: "));
+    CHECK(choices(CpuKernels::automatic) == "openblas");
+    return;
+  }
+  // Where oneDNN has the weight gradient on Winograd for a layer: depends on the CPU.
+  std::map<std::string, bool> has_all;
+  model()->visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+    has_all[name] = layer.has_winograd_weight_gradient();
+    if (layer.has_winograd_weight_gradient()) CHECK(layer.has_winograd());
+  });
+  CHECK_FALSE(has_all["layers.2"]);  // stride 2
+  CHECK_FALSE(has_all["layers.6"]);  // a Linear
+  const auto all_or_not = [&](const char* name) { return has_all[name] ? "winograd_all" : "winograd"; };
+  CHECK(choices(CpuKernels::automatic) ==
+        std::string("openblas;layers.0=winograd;layers.1=winograd;layers.3=winograd;layers.4=") +
+            all_or_not("layers.4"));
+  CHECK(choices(CpuKernels::winograd) ==
+        "openblas;layers.0=winograd;layers.1=winograd;layers.3=winograd;layers.4=winograd");
+  CHECK(choices(CpuKernels::winograd_all) == std::string("openblas;layers.0=") + all_or_not("layers.0") +
+                                                 ";layers.1=" + all_or_not("layers.1") + ";layers.3=" +
+                                                 all_or_not("layers.3") + ";layers.4=" + all_or_not("layers.4"));
+  CHECK_THROWS_WITH(choices(CpuKernels::winograd_all, false),
+                    Catch::Contains("train.cpu_kernels = winograd_all: another rank's CPU lacks"));
+  // Each runs only where oneDNN has it for the layer.
+  auto m = model();
+  CHECK(kernel_choices_available(*m, "onednn;layers.4=winograd_all") == has_all["layers.4"]);
+  CHECK_FALSE(kernel_choices_available(*m, "onednn;layers.2=winograd_all"));
 }

@@ -32,16 +32,19 @@ struct ChoiceNames<DataTask> {
 // train.cpu_kernels: the library of the CPU's matrix products (device/cpu_gemm.hpp);
 // own: mpiddp's own kernels for every layer that has them (thin convolutions),
 // the library of auto for the rest; winograd: auto's choices, and oneDNN's
-// Winograd convolutions for the layers they suit (3 x 3, stride 1, on AVX-512);
+// Winograd convolutions for the layers they suit (3 x 3, stride 1, on AVX-512),
+// their weight gradients direct; winograd_all: the weight gradients on Winograd's
+// kernels too (auto takes them on small planes);
 // tune: timed per layer at start-up (train/kernel_tuning.hpp).
-enum class CpuKernels { automatic, onednn, openblas, own, winograd, tune };
+enum class CpuKernels { automatic, onednn, openblas, own, winograd, winograd_all, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 6> table{{{CpuKernels::automatic, "auto"},
+  static constexpr std::array<NamedChoice<CpuKernels>, 7> table{{{CpuKernels::automatic, "auto"},
                                                                  {CpuKernels::onednn, "onednn"},
                                                                  {CpuKernels::openblas, "openblas"},
                                                                  {CpuKernels::own, "own"},
                                                                  {CpuKernels::winograd, "winograd"},
+                                                                 {CpuKernels::winograd_all, "winograd_all"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
 

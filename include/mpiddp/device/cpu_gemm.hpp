@@ -37,16 +37,18 @@ class LibraryScope {
 CpuKernels library_in_effect();
 // Whether the layer in effect runs mpiddp's own kernels (a LibraryScope of own:
 // Conv2d's forward and weight gradient, ops/conv/thin_conv.hpp), or oneDNN's
-// Winograd convolutions (a LibraryScope of winograd: Conv2d, ops/conv/onednn_conv.hpp).
+// Winograd convolutions (a LibraryScope of winograd or winograd_all: Conv2d,
+// ops/conv/onednn_conv.hpp), and with winograd_all for the weight gradient too.
 bool own_kernels();
 bool winograd_convolutions();
+bool winograd_weight_gradients();
 // The library of the products those kernels do not cover: the process's under
-// own or winograd, else the one in effect.
+// own, winograd or winograd_all, else the one in effect.
 CpuKernels library_for_products();
 // Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp:
 // under that library, or winograd), and a library's method's name: "onednn primitives",
-// "im2col+openblas", "own thin-convolution kernels" or "onednn winograd primitives
-// (weight gradient direct)".
+// "im2col+openblas", "own thin-convolution kernels", "onednn winograd primitives
+// (weight gradient direct)" or "onednn winograd primitives".
 bool onednn_convolutions();
 const char* convolution_method(CpuKernels library);
 // Whether this build links oneDNN, and its version ("" when it does not).

@@ -23,6 +23,8 @@ class Conv2d final : public Layer {
   bool own_kernels_suit(int threads) const override;
   bool has_winograd() const override;
   bool winograd_suits(int threads) const override;
+  bool has_winograd_weight_gradient() const override;
+  bool winograd_weight_gradient_suits(int threads) const override;
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
   double forward_flops(const Shape& in) const override;
@@ -46,7 +48,8 @@ class Conv2d final : public Layer {
   std::size_t weight_ = 0, bias_ = 0;
   ParameterStore* params_ = nullptr;
   std::unique_ptr<LayerScratch> scratch_;
-  mutable std::optional<bool> winograd_;  // has_winograd(), once known
+  mutable std::optional<bool> winograd_;                  // has_winograd(), once known
+  mutable std::optional<bool> winograd_weight_gradient_;  // has_winograd_weight_gradient(), once known
 };
 
 enum class PoolKind { max, average };

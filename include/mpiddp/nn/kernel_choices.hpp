@@ -2,8 +2,9 @@
 // Which CPU library each layer's products ran on, as a run keeps it (the
 // checkpoint attribute `cpu_kernels`), so a resume continues bit for bit: the
 // process's library, then `;name=library` for every layer with a library of its
-// own (mpiddp's own kernels, oneDNN's Winograd convolutions, or train.cpu_kernels
-// = tune): "onednn", "onednn;layers.0=own;layers.4=winograd" or
+// own (mpiddp's own kernels, oneDNN's Winograd convolutions (winograd: forward
+// pass and input gradient; winograd_all: the weight gradient too), or
+// train.cpu_kernels = tune): "onednn", "onednn;layers.0=own;layers.4=winograd" or
 // "onednn;layers.0=onednn;layers.4=openblas".
 #include <string>
 
@@ -15,7 +16,7 @@ namespace mpiddp {
 std::string kernel_choices_text(Sequential& model, CpuKernels library);
 
 // Whether `text` has that form: names made of letters, digits and dots, each
-// library onednn or openblas (and a layer's also own or winograd), at most one
+// library onednn or openblas (and a layer's also own, winograd or winograd_all), at most one
 // entry per layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);
 
@@ -44,13 +45,16 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
 // own, every layer that has them (InputError where this CPU cannot run them); with
 // auto or tune, the layers own kernels suit with `threads` threads per rank
 // (Layer::own_kernels_suit); then, with auto and own where `winograd_everywhere`
-// (every rank's CPU runs them), and with winograd, Winograd's for the other layers
-// they suit (Layer::winograd_suits; winograd: InputError unless `winograd_everywhere`).
+// (every rank's CPU runs them), and with winograd and winograd_all, Winograd's for
+// the other layers they suit (Layer::winograd_suits; InputError unless
+// `winograd_everywhere`): winograd_all where its weight gradient suits too
+// (Layer::winograd_weight_gradient_suits; with winograd_all: where oneDNN has it),
+// winograd elsewhere (and for every such layer with winograd).
 // A rule, not a timing, so two runs of one input file with the same threads per
 // rank on one kind of CPU choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere);
 
-// The names of the layers whose choice is `choice` (own, winograd), ", "-separated ("" if none).
+// The names of the layers whose choice is `choice` (own, winograd, winograd_all), ", "-separated ("" if none).
 std::string layers_on(Sequential& model, CpuKernels choice);
 
 }  // namespace mpiddp

@@ -112,6 +112,11 @@ class Layer {
   // (where they ran faster than the direct ones: not with few input channels).
   virtual bool has_winograd() const { return false; }
   virtual bool winograd_suits(int /*threads*/) const { return false; }
+  // Whether oneDNN runs Winograd's weight gradient for it as well on this CPU
+  // (train.cpu_kernels = winograd_all gives it all three), and whether auto does
+  // (where it ran faster than the direct weight gradient: small planes, many channels).
+  virtual bool has_winograd_weight_gradient() const { return false; }
+  virtual bool winograd_weight_gradient_suits(int /*threads*/) const { return false; }
   // That library (CpuKernels::automatic: the process's); the chains run the
   // layer's passes under it (cpu::LibraryScope).
   void set_cpu_kernels(CpuKernels library) { cpu_kernels_ = library; }

@@ -128,8 +128,9 @@ class CpuConvOps final : public ConvOps {
  private:
   // The layer's choice is own and the own kernels take this shape (else the library runs it).
   static bool on_own_kernels(const ConvGeometry& g) { return own_kernels() && thin_conv::supports(g); }
-  // oneDNN's algorithm: Winograd where the layer's choice is winograd.
+  // oneDNN's algorithm: Winograd where the layer's choice is winograd (winograd_all).
   static onednn_conv::Algorithm algorithm() {
+    if (winograd_weight_gradients()) return onednn_conv::Algorithm::winograd_all;
     return winograd_convolutions() ? onednn_conv::Algorithm::winograd : onednn_conv::Algorithm::direct;
   }
 

@@ -10,7 +10,7 @@ namespace {
 [[noreturn]] void missing() { throw RuntimeError("internal: oneDNN convolution called in a build without oneDNN"); }
 }  // namespace
 
-bool winograd_available(const ConvGeometry&) { return false; }
+bool winograd_available(const ConvGeometry&, bool) { return false; }
 bool winograd_runs() { return false; }
 std::unique_ptr<LayerScratch> make_scratch() { missing(); }
 void forward(const float*, const float*, const float*, float*, const ConvGeometry&, Algorithm, LayerScratch&) {

@@ -31,6 +31,7 @@ struct Plan {
   // The user layouts (NCHW, OIHW) of the same shapes.
   memory::desc src_user, dst_user, weights_user, bias_user;
   dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;  // the forward's and the input gradient's
+  bool winograd_weight_gradient = false;                             // asked for (Algorithm::winograd_all)
   dnnl::convolution_forward::primitive_desc forward_desc;
   dnnl::convolution_forward forward;
   memory src, weights, bias, dst;
@@ -57,6 +58,7 @@ struct Plan {
         dst_user(plain(dst_dims, tag::nchw)),
         weights_user(plain(weight_dims, tag::oihw)),
         bias_user(plain(bias_dims, tag::x)),
+        winograd_weight_gradient(wanted == Algorithm::winograd_all),
         forward_desc(make_forward_desc(wanted)),
         forward(forward_desc),
         src(forward_desc.src_desc(), engine()),
@@ -66,7 +68,7 @@ struct Plan {
 
   // The forward pass in the `wanted` algorithm, where oneDNN has it for this geometry (else direct).
   dnnl::convolution_forward::primitive_desc make_forward_desc(Algorithm wanted) {
-    if (wanted == Algorithm::winograd) {
+    if (wanted != Algorithm::direct) {
       try {
         auto desc = forward_in(dnnl::algorithm::convolution_winograd);
         algorithm = dnnl::algorithm::convolution_winograd;
@@ -102,17 +104,35 @@ struct Plan {
     return in(algorithm, forward_desc);
   }
 
+  // The weight gradient: Winograd's where asked for (winograd_all) and the forward
+  // runs Winograd and oneDNN has it for this geometry, else direct, with a direct
+  // forward as its hint. `used`, if given: the algorithm it runs.
+  dnnl::convolution_backward_weights::primitive_desc weight_gradient_desc(dnnl::algorithm* used = nullptr) const {
+    const auto in = [&](dnnl::algorithm a, const dnnl::convolution_forward::primitive_desc& hint) {
+      return dnnl::convolution_backward_weights::primitive_desc(
+          {a, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims), bias_user,
+           chosen_by_primitive(dst_dims), strides, pad, pad},
+          engine(), hint);
+    };
+    const bool winograd = algorithm == dnnl::algorithm::convolution_winograd;
+    if (winograd && winograd_weight_gradient) {
+      try {
+        if (used) *used = algorithm;
+        return in(algorithm, forward_desc);
+      } catch (const dnnl::error&) {  // direct, the same every run
+      }
+    }
+    if (used) *used = dnnl::algorithm::convolution_direct;
+    return in(dnnl::algorithm::convolution_direct,
+              winograd ? forward_in(dnnl::algorithm::convolution_direct) : forward_desc);
+  }
+
   void prepare_backward() {
     if (backward_ready) return;
     // The input gradient in the forward's algorithm (direct where oneDNN refuses
-    // Winograd's for this geometry); the weight gradient always direct, with a
-    // direct forward as its hint.
+    // Winograd's for this geometry), the weight gradient as weight_gradient_desc says.
     const dnnl::convolution_backward_data::primitive_desc data = input_gradient_desc();
-    const bool direct = algorithm == dnnl::algorithm::convolution_direct;
-    const dnnl::convolution_backward_weights::primitive_desc grads(
-        {dnnl::algorithm::convolution_direct, chosen_by_primitive(src_dims), chosen_by_primitive(weight_dims),
-         bias_user, chosen_by_primitive(dst_dims), strides, pad, pad},
-        engine(), direct ? forward_desc : forward_in(dnnl::algorithm::convolution_direct));
+    const dnnl::convolution_backward_weights::primitive_desc grads = weight_gradient_desc();
     backward_data = dnnl::convolution_backward_data(data);
     backward_weights = dnnl::convolution_backward_weights(grads);
     // Where a gradient reads an operand in the forward's layout, it reads the forward's copy.
@@ -172,14 +192,16 @@ void run(const char* what, const ConvGeometry& g, Work&& work) {
 }  // namespace
 
 // Both passes that would run it: a forward pass on Winograd with a direct input gradient helps little.
-bool winograd_available(const ConvGeometry& g) {
+bool winograd_available(const ConvGeometry& g, bool weight_gradient_too) {
   if (g.kh != 3 || g.kw != 3 || g.stride != 1 || g.n < 1) return false;
   try {
-    const Plan plan(g, Algorithm::winograd);
+    const Plan plan(g, weight_gradient_too ? Algorithm::winograd_all : Algorithm::winograd);
     if (plan.algorithm != dnnl::algorithm::convolution_winograd) return false;
-    dnnl::algorithm input_gradient = dnnl::algorithm::undef;
+    dnnl::algorithm input_gradient = dnnl::algorithm::undef, weight_gradient = dnnl::algorithm::undef;
     plan.input_gradient_desc(&input_gradient);
-    return input_gradient == dnnl::algorithm::convolution_winograd;
+    if (weight_gradient_too) plan.weight_gradient_desc(&weight_gradient);
+    return input_gradient == dnnl::algorithm::convolution_winograd &&
+           (!weight_gradient_too || weight_gradient == dnnl::algorithm::convolution_winograd);
   } catch (const dnnl::error&) {
     return false;
   }

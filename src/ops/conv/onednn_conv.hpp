@@ -18,14 +18,17 @@ namespace mpiddp::cpu::onednn_conv {
 // direct: the sums PyTorch's CPU convolutions compute. winograd: oneDNN's
 // Winograd kernels (F(4x4, 3x3), AVX-512 only) for the forward pass and the input
 // gradient, about 1e-6 of the output's scale from direct (other bits); the weight
-// gradient stays direct (Winograd's was slower on 14 x 14 images). A geometry the
-// Winograd kernels refuse (some batch size) runs direct, the same every run.
-enum class Algorithm { direct, winograd };
+// gradient stays direct (Winograd's was slower on 14 x 14 images). winograd_all:
+// the weight gradient on Winograd's kernels too (faster on planes of at most 8 x 8
+// outputs). A geometry the Winograd kernels refuse for a product (some batch size)
+// runs that product direct, the same every run.
+enum class Algorithm { direct, winograd, winograd_all };
 
 // Whether oneDNN runs Winograd convolutions for `g` on this CPU (a 3 x 3,
-// stride-1 convolution, and oneDNN's AVX-512 kernels take it); winograd_runs():
-// for some geometry (this CPU has them at all).
-bool winograd_available(const ConvGeometry& g);
+// stride-1 convolution, and oneDNN's AVX-512 kernels take it): the forward pass and
+// the input gradient, and with `weight_gradient_too` the weight gradient as well;
+// winograd_runs(): for some geometry (this CPU has them at all).
+bool winograd_available(const ConvGeometry& g, bool weight_gradient_too = false);
 bool winograd_runs();
 
 std::unique_ptr<LayerScratch> make_scratch();
