@@ -280,13 +280,17 @@ void TrainingSession::take_root_kernel_choices() {
 // run the process's library, on every rank, so the replicas compute alike. A
 // rank without AVX2 takes own kernels from all; oneDNN may run Winograd for a
 // shape on one CPU and not on another (other caches), which takes it from that
-// layer only. One allreduce per layer with products.
+// layer only; a layer on winograd_all that some rank cannot run keeps winograd
+// where every rank runs that. One allreduce per layer with products (every rank
+// holds the same choices, so every rank asks the same questions).
 void TrainingSession::keep_kernels_every_rank_runs() {
+  const auto everywhere = [&](Layer& layer, CpuKernels library) {
+    return comm.allreduce_min(one_or_zero([&] { return runs_here(layer, library); })) == 1;
+  };
   model->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
-    if (!layer.has_own_products()) return;
-    const bool everywhere =
-        comm.allreduce_min(one_or_zero([&] { return runs_here(layer, layer.cpu_kernels()); })) == 1;
-    if (!everywhere) layer.set_cpu_kernels(CpuKernels::automatic);
+    if (!layer.has_own_products() || everywhere(layer, layer.cpu_kernels())) return;
+    const bool winograd = layer.cpu_kernels() == CpuKernels::winograd_all && everywhere(layer, CpuKernels::winograd);
+    layer.set_cpu_kernels(winograd ? CpuKernels::winograd : CpuKernels::automatic);
   });
 }
 

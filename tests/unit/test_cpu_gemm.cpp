@@ -449,7 +449,6 @@ TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small p
   std::map<std::string, bool> has_all;
   model()->visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     has_all[name] = layer.has_winograd_weight_gradient();
-    if (layer.has_winograd_weight_gradient()) CHECK(layer.has_winograd());
   });
   CHECK_FALSE(has_all["layers.2"]);  // stride 2
   CHECK_FALSE(has_all["layers.6"]);  // a Linear
@@ -464,8 +463,49 @@ TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small p
                                                  all_or_not("layers.3") + ";layers.4=" + all_or_not("layers.4"));
   CHECK_THROWS_WITH(choices(CpuKernels::winograd_all, false),
                     Catch::Contains("train.cpu_kernels = winograd_all: another rank's CPU lacks"));
-  // Each runs only where oneDNN has it for the layer.
-  auto m = model();
-  CHECK(kernel_choices_available(*m, "onednn;layers.4=winograd_all") == has_all["layers.4"]);
-  CHECK_FALSE(kernel_choices_available(*m, "onednn;layers.2=winograd_all"));
+  // Never for a strided convolution.
+  CHECK_FALSE(kernel_choices_available(*model(), "onednn;layers.2=winograd_all"));
+  // The rule's edges, one convolution each: channels in and out (48), output positions (8 x 8).
+  const auto alone = [&](const char* conv, Shape in) {
+    auto m = std::make_unique<Sequential>(build_layers(std::string(conv) + " flatten linear", 3, false), in, 5);
+    give_own_kernels(*m, CpuKernels::automatic, 2, true);
+    bool has = false;
+    m->visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
+      if (name == "layers.0") has = layer.has_winograd_weight_gradient();
+    });
+    return std::make_pair(kernel_choices_text(*m, CpuKernels::openblas), has);
+  };
+  CHECK(alone("conv2d(32,3,padding=1)", Shape{48, 7, 7}).first == "openblas;layers.0=winograd");  // 32 out
+  CHECK(alone("conv2d(48,3,padding=1)", Shape{47, 7, 7}).first == "openblas;layers.0=winograd");  // 47 in
+  CHECK(alone("conv2d(48,3,padding=1)", Shape{48, 9, 9}).first == "openblas;layers.0=winograd");  // 81 outputs
+  const auto eight = alone("conv2d(48,3,padding=1)", Shape{48, 8, 8});                            // 64 outputs
+  CHECK(eight.first == std::string("openblas;layers.0=") + (eight.second ? "winograd_all" : "winograd"));
+}
+
+TEST_CASE("winograd keeps the direct weight gradient, winograd_all runs Winograd's", "[gemm][conv]") {
+  ConvGeometry g;
+  g.n = 3;
+  g.c = g.out_c = 48;
+  g.h = g.w = 7;
+  g.kh = g.kw = 3;
+  g.padding = 1;
+  if (!cpu::onednn_conv::winograd_available(g, true)) {
+    SUCCEED("oneDNN has no Winograd weight gradient for this shape on this CPU");
+    return;
+  }
+  LibraryGuard guard;
+  cpu::use_gemm_library(CpuKernels::onednn);
+  const ConvCase c(g.n, g.c, g.h, g.out_c, 3, 1, 1, 40);
+  const auto weight_gradient = [&](CpuKernels choice) {
+    const cpu::LibraryScope scope(choice);
+    ConvOps& conv = cpu_device().ops<ConvOps>();
+    auto scratch = conv.make_scratch();
+    std::vector<float> y(c.dy.size()), dw(c.weights()), db(c.b.size());
+    conv.conv_forward(c.x.data(), c.w.data(), c.b.data(), y.data(), c.g, scratch.get());
+    conv.conv_backward_params(c.x.data(), c.dy.data(), dw.data(), db.data(), c.g, false, scratch.get());
+    return dw;
+  };
+  const std::vector<float> direct = weight_gradient(CpuKernels::onednn);
+  CHECK(weight_gradient(CpuKernels::winograd) == direct);
+  CHECK(weight_gradient(CpuKernels::winograd_all) != direct);
 }

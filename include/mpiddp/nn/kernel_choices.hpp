@@ -15,7 +15,7 @@ namespace mpiddp {
 // The choices of `model` (its layers' Layer::cpu_kernels) under process library `library`.
 std::string kernel_choices_text(Sequential& model, CpuKernels library);
 
-// Whether `text` has that form: names made of letters, digits and dots, each
+// Whether `text` has that form: names made of lower-case letters, digits, dots and underscores, each
 // library onednn or openblas (and a layer's also own, winograd or winograd_all), at most one
 // entry per layer. The model is not needed.
 bool valid_kernel_choices(const std::string& text);

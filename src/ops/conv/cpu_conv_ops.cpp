@@ -1,7 +1,7 @@
 // Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own,
 // where they take its shape (forward and weight gradient: thin_conv.hpp),
 // oneDNN's convolution primitives where train.cpu_kernels resolves to onednn
-// (onednn_conv.hpp; Winograd's for a layer whose choice is winograd), else im2col + one OpenBLAS matrix product
+// (onednn_conv.hpp; Winograd's for a layer whose choice is winograd or winograd_all), else im2col + one OpenBLAS matrix product
 // (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
