@@ -13,7 +13,8 @@ CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : 
 
 // The choices that cover some of a layer's work (its convolutions), not a process's products.
 bool layers_only(CpuKernels choice) {
-  return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all;
+  return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
+         choice == CpuKernels::own_winograd;
 }
 
 // auto's library unless train.cpu_kernels says otherwise (Session sets it before
@@ -48,6 +49,7 @@ CpuKernels library_for_products() {
   return layers_only(library) ? active : library;
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
+bool own_winograd_convolutions() { return library_in_effect() == CpuKernels::own_winograd; }
 // (Only where oneDNN is linked: in a build without it, a winograd scope runs the process's library.)
 bool winograd_convolutions() {
   const CpuKernels library = library_in_effect();
@@ -59,6 +61,7 @@ const char* convolution_method(CpuKernels library) {
   if (library == CpuKernels::own) return "own thin-convolution kernels";
   if (library == CpuKernels::winograd) return "onednn winograd primitives (weight gradient direct)";
   if (library == CpuKernels::winograd_all) return "onednn winograd primitives";
+  if (library == CpuKernels::own_winograd) return "own winograd F(2x2,3x3)";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }

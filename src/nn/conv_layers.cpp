@@ -5,6 +5,7 @@
 
 #include "mpiddp/nn/layers.hpp"
 #include "ops/conv/onednn_conv.hpp"
+#include "ops/conv/own_winograd.hpp"
 #include "ops/conv/thin_conv.hpp"
 
 namespace mpiddp {
@@ -132,6 +133,7 @@ bool Conv2d::winograd_weight_gradient_suits(int threads) const {
   return winograd_suits(threads) && g.out_h() * g.out_w() <= kSmallPlane && g.c >= kWideChannels &&
          g.out_c >= kWideChannels && has_winograd_weight_gradient();
 }
+bool Conv2d::has_own_winograd() const { return !in_.empty() && cpu::own_winograd::supports(geometry(1)); }
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const ConvGeometry g = geometry(x.rows());

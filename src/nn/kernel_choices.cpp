@@ -19,12 +19,14 @@ std::optional<CpuKernels> library_named(const std::string& name) {
   if (name == "own") return CpuKernels::own;
   if (name == "winograd") return CpuKernels::winograd;
   if (name == "winograd_all") return CpuKernels::winograd_all;
+  if (name == "own_winograd") return CpuKernels::own_winograd;
   return std::nullopt;
 }
 
 // The choices that name one layer's kernels, never a process's library.
 bool layer_only(CpuKernels library) {
-  return library == CpuKernels::own || library == CpuKernels::winograd || library == CpuKernels::winograd_all;
+  return library == CpuKernels::own || library == CpuKernels::winograd || library == CpuKernels::winograd_all ||
+         library == CpuKernels::own_winograd;
 }
 
 struct ParsedChoices {
@@ -88,6 +90,7 @@ bool runs_here(const Layer& layer, CpuKernels library) {
     case CpuKernels::own: return layer.has_own_kernels();
     case CpuKernels::winograd: return layer.has_winograd();
     case CpuKernels::winograd_all: return layer.has_winograd_weight_gradient();
+    case CpuKernels::own_winograd: return layer.has_own_winograd();
     default: return true;
   }
 }
@@ -165,12 +168,18 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool w
   // winograd and winograd_all are auto's rule, insisting on Winograd's kernels;
   // auto (and own, for the layers its kernels do not take) takes them where every
   // rank's CPU has them; tune times them instead.
-  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || insists;
-  const bool winograd =
-      insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own) && winograd_everywhere);
+  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || insists ||
+                    setting == CpuKernels::own_winograd;
+  const bool winograd = insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own ||
+                                     setting == CpuKernels::own_winograd) &&
+                                    winograd_everywhere);
+  // own_winograd: mpiddp's own Winograd kernels wherever they run (auto's rule for the rest).
+  const bool own_winograd = setting == CpuKernels::own_winograd;
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);
+    else if (own_winograd && layer.has_own_winograd())
+      layer.set_cpu_kernels(CpuKernels::own_winograd);
     else if (winograd && layer.winograd_suits(threads))
       layer.set_cpu_kernels(winograd_choice(layer, setting, threads));
   });

@@ -440,6 +440,9 @@ void TrainingSession::print_banner() const {
   const std::string winograd_all = layers_on(*model, CpuKernels::winograd_all);
   if (!winograd_all.empty())
     std::printf("oneDNN's Winograd convolutions (forward, input and weight gradients): %s\n", winograd_all.c_str());
+  const std::string own_winograd = layers_on(*model, CpuKernels::own_winograd);
+  if (!own_winograd.empty())
+    std::printf("mpiddp's own Winograd convolutions F(2x2, 3x3): %s\n", own_winograd.c_str());
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

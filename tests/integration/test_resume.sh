@@ -343,6 +343,29 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
     || fail "mixed-ISA winograd job: exit $rc, $(grep error "$WORK/w-mixed.log")"
   [ ! -e "$WORK/w-mixed" ] || fail "the refused mixed-ISA job made its run.dir"
 fi
+# mpiddp's own Winograd convolutions (any CPU; 3x3, stride 1, channels in eights):
+# train.cpu_kernels = own_winograd gives them to the 8-channel convolution, the
+# banner lists it, the checkpoint names it and a resume with auto takes it, bit
+# for bit, with other bits than the direct convolution's. auto never gives them.
+eights_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
+  --model.layers "conv2d(8,3,padding=1) relu conv2d(8,3,padding=2) batchnorm2d relu flatten linear"
+  --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
+  --checkpoint.keep 5)
+run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd --run.dir "$WORK/ow-straight" > "$WORK/ow1.log" 2>&1 \
+  || fail "own_winograd run exited $?"
+grep -q "^mpiddp's own Winograd convolutions F(2x2, 3x3): layers.2$" "$WORK/ow1.log" \
+  && pass "own_winograd runs the 8-channel convolution on mpiddp's own Winograd kernels, as the banner says" \
+  || fail "own_winograd banner: $(grep -i -e kernels -e winograd "$WORK/ow1.log")"
+# (the 1-channel convolution on the thin-convolution kernels where the CPU has AVX2, as under auto)
+eights="layers.2=own_winograd"
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then eights="layers.0=own;$eights"; fi
+kernels_kept ow "$eights" "${eights_run[@]}"
+run_ranks 2 "${eights_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/ow-direct" > "$WORK/ow3.log" 2>&1 \
+  || fail "onednn run exited $?"
+! grep -q "own Winograd" "$WORK/ow3.log" \
+  && ! same_parameters "$(latest_checkpoint "$WORK/ow-straight")" "$(latest_checkpoint "$WORK/ow-direct")" \
+  && pass "onednn keeps the direct convolution, other bits than own_winograd's (the choice is real)" \
+  || fail "onednn against own_winograd: $(grep -i -e kernels -e winograd "$WORK/ow3.log")"
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
 edits=0
 for edited in blis own "onednn;layers.0" "onednn;layers.0=mkl" "onednn;layers.0=onednn;layers.0=openblas" "onednn;Layers.0=onednn"; do

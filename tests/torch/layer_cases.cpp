@@ -31,7 +31,8 @@ struct Case {
   int vocab = 0;  // > 0: the input is token ids below it (a sequence model's), written as "tokens"
 };
 
-// Kernel sizes 1/3/5, strides 1/2/3, paddings 0/1/2 on non-square inputs; both
+// Kernel sizes 1/3/5, strides 1/2/3, paddings 0/1/2 on non-square inputs (3 x 3
+// ones with channels in eights too); both
 // pools; BatchNorm in training and evaluation; LayerNorm on features, on rows of
 // a {T, D} sample and inside an MLP; GELU's tanh form; residual blocks (identity
 // and projection shortcuts, nested, with BatchNorm in both modes); linear on
@@ -112,6 +113,12 @@ const Case kCases[] = {
      4,
      true,
      9},
+    // Channels in eights (mpiddp's own Winograd kernels take them): paddings 0, 1
+    // and 2, odd and even output sizes (partial 2 x 2 tiles). Last, so that the
+    // cases above keep their seeds.
+    {"conv_k3_p1_c8", "conv2d(16,3,padding=1)", {8, 7, 6}, 3, true},
+    {"conv_k3_p0_c8", "conv2d(8,3)", {16, 6, 9}, 2, true},
+    {"conv_k3_p2_c8", "conv2d(8,3,padding=2)", {8, 5, 4}, 2, true},
 };
 constexpr std::size_t kOutputs = 3;  // classes for a last `linear` without a width
 
@@ -236,7 +243,7 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd|winograd_all]\n");
+    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd|winograd_all|own_winograd]\n");
     return 2;
   }
   const char* convolutions = "";
@@ -244,7 +251,8 @@ int main(int argc, char** argv) {
     // The CPU kernels every case runs on (train.cpu_kernels): each choice must match
     // torch.nn. own (a layer's choice) runs every convolution on mpiddp's own kernels,
     // winograd every one oneDNN has Winograd kernels for (3 x 3, stride 1, AVX-512),
-    // winograd_all with their weight gradients too (where oneDNN has them).
+    // winograd_all with their weight gradients too (where oneDNN has them),
+    // own_winograd every one mpiddp's own Winograd kernels take (3 x 3, stride 1, channels in 8s).
     CpuKernels choice = CpuKernels::automatic;
     if (argc == 3) {
       const auto kernels = parse_choice<CpuKernels>(argv[2]);
@@ -254,7 +262,8 @@ int main(int argc, char** argv) {
     }
     const mpiddp::cpu::LibraryScope layers_choice(choice);
     const bool layers_only =
-        choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all;
+        choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
+        choice == CpuKernels::own_winograd;
     convolutions = mpiddp::cpu::convolution_method(layers_only ? choice : mpiddp::cpu::gemm_library());
     const hid_t file = H5Fcreate(argv[1], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw std::runtime_error(std::string("cannot create ") + argv[1]);

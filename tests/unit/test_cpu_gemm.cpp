@@ -158,6 +158,8 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
     choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd);
     choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd_all);
   }
+  choices.emplace_back(CpuKernels::automatic, CpuKernels::own_winograd);
+  for (const CpuKernels library : all) choices.emplace_back(library, CpuKernels::own_winograd);
   for (const Case& c : cases) {
     const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
     for (const auto& [library, own] : choices) {
@@ -213,7 +215,8 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
   const std::vector<std::array<int, 7>> shapes{// n, c, size, out_c, kernel, stride, padding
                                                {3, 1, 7, 4, 3, 1, 1}, {2, 3, 9, 5, 3, 2, 1}, {4, 2, 6, 3, 1, 1, 0},
                                                {2, 4, 8, 6, 5, 1, 2}, {5, 3, 7, 2, 3, 2, 0}, {1, 16, 5, 32, 3, 1, 1},
-                                               {3, 48, 7, 48, 3, 1, 1}};
+                                               {3, 48, 7, 48, 3, 1, 1}, {2, 8, 6, 16, 3, 1, 0},
+                                               {2, 16, 5, 8, 3, 1, 2},  {3, 8, 9, 8, 3, 1, 1}};
   LibraryGuard guard;
   std::vector<CpuKernels> choices = libraries();
   if (cpu::thin_conv::available()) choices.push_back(CpuKernels::own);  // a layer's: set by a scope
@@ -221,6 +224,7 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
     choices.push_back(CpuKernels::winograd);
     choices.push_back(CpuKernels::winograd_all);
   }
+  choices.push_back(CpuKernels::own_winograd);  // on any CPU
   for (const CpuKernels library : choices) {
     cpu::use_gemm_library(library);
     const cpu::LibraryScope layer_choice(library);
@@ -409,6 +413,7 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
   }
   // Rows of columns: 9 (1 input channel), 36 (4: own kernels, not auto's), 72 (8: the libraries' only).
   // Without Winograd's kernels on every rank (the last argument).
+  // (mpiddp's own Winograd kernels would take the 8-channel one at more than 8 x 8 outputs: below)
   CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own");
   CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");  // tune times Winograd's instead
   CHECK(choices(CpuKernels::automatic, 2, false) == "openblas");  // the own kernels run on one thread
@@ -508,4 +513,46 @@ TEST_CASE("winograd keeps the direct weight gradient, winograd_all runs Winograd
   const std::vector<float> direct = weight_gradient(CpuKernels::onednn);
   CHECK(weight_gradient(CpuKernels::winograd) == direct);
   CHECK(weight_gradient(CpuKernels::winograd_all) != direct);
+}
+
+TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they run, auto never", "[gemm]") {
+  // At 12 x 12: 1 channel (thin kernels), 8 -> 16, 16 -> 12 (not in eights), strided 12 -> 16; at 6 x 6: 16 -> 16.
+  const std::string layers =
+      "conv2d(8,3,padding=1) conv2d(16,3,padding=1) conv2d(12,3,padding=1) conv2d(16,3,stride=2,padding=1) "
+      "conv2d(16,3,padding=1) flatten linear";
+  const auto choices = [&](CpuKernels setting, int threads, bool winograd_everywhere) {
+    auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 12, 12}, 5);
+    give_own_kernels(*model, setting, threads, winograd_everywhere);
+    return kernel_choices_text(*model, CpuKernels::openblas);
+  };
+  // On any CPU and thread count, with or without oneDNN's Winograd kernels on every rank.
+  for (const bool everywhere : {false, true})
+    for (const int threads : {1, 2}) {
+      const std::string text = choices(CpuKernels::own_winograd, threads, everywhere);
+      INFO(text);
+      CHECK(text.find("layers.1=own_winograd") != std::string::npos);
+      CHECK(text.find("layers.4=own_winograd") != std::string::npos);
+      CHECK(text.find("layers.2=own_winograd") == std::string::npos);
+      CHECK(text.find("layers.3=own_winograd") == std::string::npos);
+      // The others as auto gives them (e.g. the 12-channel one oneDNN's Winograd where every rank has it).
+      std::string others = text, own_winograd_free = choices(CpuKernels::automatic, threads, everywhere);
+      for (const char* layer : {";layers.1=", ";layers.4="})
+        for (std::string* t : {&others, &own_winograd_free}) {
+          const std::size_t at = t->find(layer);
+          if (at != std::string::npos) t->erase(at, t->find(';', at + 1) - at);
+        }
+      CHECK(others == own_winograd_free);
+      for (const CpuKernels setting : {CpuKernels::automatic, CpuKernels::tune, CpuKernels::own, CpuKernels::onednn})
+        CHECK(choices(setting, threads, everywhere).find("own_winograd") == std::string::npos);
+    }
+  if (cpu::onednn_conv::winograd_runs())
+    CHECK(choices(CpuKernels::own_winograd, 2, true) ==
+          "openblas;layers.1=own_winograd;layers.2=winograd;layers.4=own_winograd");
+  // A layer they do not take is refused nothing: it does not run here.
+  auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 12, 12}, 5);
+  CHECK(valid_kernel_choices("onednn;layers.1=own_winograd"));
+  CHECK_FALSE(valid_kernel_choices("own_winograd"));
+  CHECK(kernel_choices_available(*model, "onednn;layers.1=own_winograd;layers.4=own_winograd"));
+  CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.2=own_winograd"));  // 12 channels
+  CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.3=own_winograd"));  // stride 2
 }

@@ -34,17 +34,19 @@ struct ChoiceNames<DataTask> {
 // the library of auto for the rest; winograd: auto's choices, and oneDNN's
 // Winograd convolutions for the layers they suit (3 x 3, stride 1, on AVX-512),
 // their weight gradients direct; winograd_all: the weight gradients on Winograd's
-// kernels too (auto takes them on small planes);
+// kernels too (auto takes them on small planes); own_winograd: mpiddp's own
+// Winograd convolutions (F(2x2, 3x3), any CPU) for the layers they suit;
 // tune: timed per layer at start-up (train/kernel_tuning.hpp).
-enum class CpuKernels { automatic, onednn, openblas, own, winograd, winograd_all, tune };
+enum class CpuKernels { automatic, onednn, openblas, own, winograd, winograd_all, own_winograd, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 7> table{{{CpuKernels::automatic, "auto"},
+  static constexpr std::array<NamedChoice<CpuKernels>, 8> table{{{CpuKernels::automatic, "auto"},
                                                                  {CpuKernels::onednn, "onednn"},
                                                                  {CpuKernels::openblas, "openblas"},
                                                                  {CpuKernels::own, "own"},
                                                                  {CpuKernels::winograd, "winograd"},
                                                                  {CpuKernels::winograd_all, "winograd_all"},
+                                                                 {CpuKernels::own_winograd, "own_winograd"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
 

@@ -49,12 +49,15 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
 // the other layers they suit (Layer::winograd_suits; InputError unless
 // `winograd_everywhere`): winograd_all where its weight gradient suits too
 // (Layer::winograd_weight_gradient_suits; with winograd_all: where oneDNN has it),
-// winograd elsewhere (and for every such layer with winograd).
+// winograd elsewhere (and for every such layer with winograd). With own_winograd,
+// mpiddp's own Winograd kernels for every layer they take (Layer::has_own_winograd)
+// and auto's choices for the others.
 // A rule, not a timing, so two runs of one input file with the same threads per
 // rank on one kind of CPU choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere);
 
-// The names of the layers whose choice is `choice` (own, winograd, winograd_all), ", "-separated ("" if none).
+// The names of the layers whose choice is `choice` (own, winograd, winograd_all, own_winograd), ", "-separated
+// ("" if none).
 std::string layers_on(Sequential& model, CpuKernels choice);
 
 }  // namespace mpiddp

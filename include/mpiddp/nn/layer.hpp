@@ -117,6 +117,11 @@ class Layer {
   // (where it ran faster than the direct weight gradient: small planes, many channels).
   virtual bool has_winograd_weight_gradient() const { return false; }
   virtual bool winograd_weight_gradient_suits(int /*threads*/) const { return false; }
+  // Whether mpiddp's own Winograd convolutions take it (ops/conv/own_winograd.hpp:
+  // 3 x 3, stride 1, channels in multiples of 8; any CPU): train.cpu_kernels =
+  // own_winograd gives them, tune times them; auto does not (no gain measured in
+  // training beyond the noise: docs/performance.md).
+  virtual bool has_own_winograd() const { return false; }
   // That library (CpuKernels::automatic: the process's); the chains run the
   // layer's passes under it (cpu::LibraryScope).
   void set_cpu_kernels(CpuKernels library) { cpu_kernels_ = library; }

@@ -1,7 +1,9 @@
 // Convolution on the CPU: mpiddp's own kernels for a layer whose choice is own,
 // where they take its shape (forward and weight gradient: thin_conv.hpp),
 // oneDNN's convolution primitives where train.cpu_kernels resolves to onednn
-// (onednn_conv.hpp; Winograd's for a layer whose choice is winograd or winograd_all), else im2col + one OpenBLAS matrix product
+// (onednn_conv.hpp; Winograd's for a layer whose choice is winograd or winograd_all),
+// mpiddp's own Winograd convolutions for a layer whose choice is own_winograd
+// (own_winograd.hpp), else im2col + one OpenBLAS matrix product
 // (device/cpu_gemm.hpp) per chunk of samples.
 // The samples of a chunk share one product ([out_c x K] x [K x samples * positions]),
 // which keeps the matrices large enough for BLAS to run near its peak; the
@@ -17,6 +19,7 @@
 #include "conv_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "onednn_conv.hpp"
+#include "own_winograd.hpp"
 #include "thin_conv.hpp"
 
 namespace mpiddp::cpu {
@@ -34,6 +37,7 @@ struct ConvScratch final : LayerScratch {
   const float* grad_out_of = nullptr; // the dy whose whole-batch transpose is kept
   std::unique_ptr<LayerScratch> onednn;  // oneDNN's primitives and operands, made on first use
   std::unique_ptr<LayerScratch> thin;    // the own kernels' columns, made on first use
+  std::unique_ptr<LayerScratch> winograd;  // the own Winograd kernels' tiles, made on first use
 
   LayerScratch& onednn_scratch() {
     if (!onednn) onednn = onednn_conv::make_scratch();
@@ -42,6 +46,16 @@ struct ConvScratch final : LayerScratch {
   LayerScratch& thin_scratch() {
     if (!thin) thin = thin_conv::make_scratch();
     return *thin;
+  }
+  LayerScratch& winograd_scratch() {
+    if (!winograd) winograd = own_winograd::make_scratch();
+    return *winograd;
+  }
+  // A forward pass elsewhere: the copies kept of an earlier input (im2col's
+  // columns, oneDNN's reordered operands) no longer say what x holds.
+  void forget_inputs() {
+    columns_of = nullptr;
+    if (onednn) onednn_conv::forget_inputs(*onednn);
   }
 };
 
@@ -53,6 +67,10 @@ class CpuConvOps final : public ConvOps {
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
     if (on_own_kernels(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
+    if (on_own_winograd(g)) {
+      s.forget_inputs();
+      return own_winograd::forward(x, weight, bias, y, g, s.winograd_scratch());
+    }
     if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
     for (int first = 0; first < g.n; first += p.per_chunk) {
@@ -78,6 +96,8 @@ class CpuConvOps final : public ConvOps {
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
     if (on_own_kernels(g)) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
+    if (on_own_winograd(g))
+      return own_winograd::backward_params(x, dy, dweight, dbias, g, accumulate, s.winograd_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, algorithm(), s.onednn_scratch());
     const Plan p(g);
@@ -105,6 +125,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (on_own_winograd(g)) return own_winograd::backward_input(dy, weight, dx, g, s.winograd_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_input(dy, weight, dx, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
@@ -128,6 +149,10 @@ class CpuConvOps final : public ConvOps {
  private:
   // The layer's choice is own and the own kernels take this shape (else the library runs it).
   static bool on_own_kernels(const ConvGeometry& g) { return own_kernels() && thin_conv::supports(g); }
+  // The layer's choice is own_winograd and the kernels take this shape (else the library runs it).
+  static bool on_own_winograd(const ConvGeometry& g) {
+    return own_winograd_convolutions() && own_winograd::supports(g);
+  }
   // oneDNN's algorithm: Winograd where the layer's choice is winograd (winograd_all).
   static onednn_conv::Algorithm algorithm() {
     if (winograd_weight_gradients()) return onednn_conv::Algorithm::winograd_all;

@@ -13,6 +13,7 @@ namespace {
 bool winograd_available(const ConvGeometry&, bool) { return false; }
 bool winograd_runs() { return false; }
 std::unique_ptr<LayerScratch> make_scratch() { missing(); }
+void forget_inputs(LayerScratch&) {}
 void forward(const float*, const float*, const float*, float*, const ConvGeometry&, Algorithm, LayerScratch&) {
   missing();
 }

@@ -214,6 +214,14 @@ bool winograd_runs() {
 
 std::unique_ptr<LayerScratch> make_scratch() { return std::make_unique<Scratch>(); }
 
+void forget_inputs(LayerScratch& scratch) {
+  for (auto& [key, plan] : static_cast<Scratch&>(scratch).plans) {
+    plan->src_of = nullptr;
+    plan->weights_of = nullptr;
+    plan->diff_dst_of = nullptr;
+  }
+}
+
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
              Algorithm algorithm, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);

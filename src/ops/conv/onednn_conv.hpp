@@ -32,6 +32,9 @@ bool winograd_available(const ConvGeometry& g, bool weight_gradient_too = false)
 bool winograd_runs();
 
 std::unique_ptr<LayerScratch> make_scratch();
+// The layer's input went through other kernels since: no operand copy kept of an
+// earlier pass may stand for this step's (a buffer may hold new values at the same address).
+void forget_inputs(LayerScratch& scratch);
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
              Algorithm algorithm, LayerScratch& scratch);
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
