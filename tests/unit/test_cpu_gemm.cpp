@@ -556,3 +556,22 @@ TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they 
   CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.2=own_winograd"));  // 12 channels
   CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.3=own_winograd"));  // stride 2
 }
+
+TEST_CASE("mpiddp's own Winograd kernels over several chunks of samples equal the plain loops", "[gemm][conv]") {
+  // 64 -> 64 channels at 14 x 14: 5 samples per chunk, so 7 samples run as 5 and 2.
+  const ConvCase c(7, 64, 14, 64, 3, 1, 1, 50);
+  LibraryGuard guard;
+  const cpu::LibraryScope scope(CpuKernels::own_winograd);
+  ConvOps& conv = cpu_device().ops<ConvOps>();
+  auto scratch = conv.make_scratch();
+  std::vector<float> y(c.dy.size()), dx(c.x.size()), dw(c.weights()), db(c.b.size());
+  conv.conv_forward(c.x.data(), c.w.data(), c.b.data(), y.data(), c.g, scratch.get());
+  conv.conv_backward_params(c.x.data(), c.dy.data(), dw.data(), db.data(), c.g, false, scratch.get());
+  conv.conv_backward_input(c.dy.data(), c.w.data(), dx.data(), c.g, scratch.get());
+  // Sums of 576 to 1372 products: to 1e-5 of the largest value.
+  CHECK(wrong_values(y, bench::conv_forward(c.x.data(), c.w.data(), c.b.data(), c.g), true) == 0);
+  CHECK(wrong_values(dx, bench::conv_input_grad(c.dy.data(), c.w.data(), c.g), true) == 0);
+  std::vector<float> params(dw);
+  params.insert(params.end(), db.begin(), db.end());
+  CHECK(wrong_values(params, bench::conv_params_grad(c.x.data(), c.dy.data(), c.g), true) == 0);
+}

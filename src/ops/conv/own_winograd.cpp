@@ -238,7 +238,8 @@ void transform_back_filters(const std::vector<float>& sums, int out, int in, flo
 
 bool supports(const ConvGeometry& g) {
   return g.kh == 3 && g.kw == 3 && g.stride == 1 && g.padding >= 0 && g.padding <= 2 && g.out_h() >= 1 &&
-         g.out_w() >= 1 && g.n >= 1 && g.c >= 1 && g.out_c >= 1 && g.c % kLanes == 0 && g.out_c % kLanes == 0;
+         g.out_w() >= 1 && g.n >= 1 && g.h >= 1 && g.w >= 1 && g.c >= 1 && g.out_c >= 1 && g.c % kLanes == 0 &&
+         g.out_c % kLanes == 0;
 }
 
 std::unique_ptr<LayerScratch> make_scratch() { return std::make_unique<Scratch>(); }
