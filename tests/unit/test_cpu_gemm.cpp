@@ -548,13 +548,13 @@ TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they 
   if (cpu::onednn_conv::winograd_runs())
     CHECK(choices(CpuKernels::own_winograd, 2, true) ==
           "openblas;layers.1=own_winograd;layers.2=winograd;layers.4=own_winograd");
-  // A layer they do not take is refused nothing: it does not run here.
+  // A layer they do not take is refused nothing: it does not run here (any build: OpenBLAS is always there).
   auto model = std::make_unique<Sequential>(build_layers(layers, 3, false), Shape{1, 12, 12}, 5);
   CHECK(valid_kernel_choices("onednn;layers.1=own_winograd"));
   CHECK_FALSE(valid_kernel_choices("own_winograd"));
-  CHECK(kernel_choices_available(*model, "onednn;layers.1=own_winograd;layers.4=own_winograd"));
-  CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.2=own_winograd"));  // 12 channels
-  CHECK_FALSE(kernel_choices_available(*model, "onednn;layers.3=own_winograd"));  // stride 2
+  CHECK(kernel_choices_available(*model, "openblas;layers.1=own_winograd;layers.4=own_winograd"));
+  CHECK_FALSE(kernel_choices_available(*model, "openblas;layers.2=own_winograd"));  // 12 channels
+  CHECK_FALSE(kernel_choices_available(*model, "openblas;layers.3=own_winograd"));  // stride 2
 }
 
 TEST_CASE("mpiddp's own Winograd kernels over several chunks of samples equal the plain loops", "[gemm][conv]") {
