@@ -11,12 +11,6 @@ namespace {
 // What auto means: oneDNN where this build links it.
 CpuKernels automatic_library() { return onednn::linked() ? CpuKernels::onednn : CpuKernels::openblas; }
 
-// The choices that cover some of a layer's work (its convolutions), not a process's products.
-bool layers_only(CpuKernels choice) {
-  return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
-         choice == CpuKernels::own_winograd;
-}
-
 // auto's library unless train.cpu_kernels says otherwise (Session sets it before
 // any product runs); read by every sgemm.
 CpuKernels active = automatic_library();
@@ -27,7 +21,7 @@ thread_local CpuKernels scoped = CpuKernels::automatic;
 
 void use_gemm_library(CpuKernels choice) {
   // own and winograd are a layer's choices (LibraryScope); the process's products run on auto's library.
-  if (choice == CpuKernels::automatic || choice == CpuKernels::tune || layers_only(choice))
+  if (choice == CpuKernels::automatic || choice == CpuKernels::tune || layer_only_kernels(choice))
     choice = automatic_library();
   if (choice == CpuKernels::onednn && !onednn::linked())
     throw InputError("train.cpu_kernels = onednn, but this mpiddp was built without oneDNN (libdnnl-dev; "
@@ -38,7 +32,7 @@ void use_gemm_library(CpuKernels choice) {
 CpuKernels gemm_library() { return active; }
 
 LibraryScope::LibraryScope(CpuKernels choice) : outer_(scoped) {
-  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas || layers_only(choice)) scoped = choice;
+  if (choice == CpuKernels::onednn || choice == CpuKernels::openblas || layer_only_kernels(choice)) scoped = choice;
 }
 LibraryScope::~LibraryScope() { scoped = outer_; }
 
@@ -46,7 +40,7 @@ CpuKernels library_in_effect() { return scoped == CpuKernels::automatic ? active
 // Under own or winograd, what those kernels do not cover runs on the process's library.
 CpuKernels library_for_products() {
   const CpuKernels library = library_in_effect();
-  return layers_only(library) ? active : library;
+  return layer_only_kernels(library) ? active : library;
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
 bool own_winograd_convolutions() { return library_in_effect() == CpuKernels::own_winograd; }

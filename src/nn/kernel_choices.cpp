@@ -23,12 +23,6 @@ std::optional<CpuKernels> library_named(const std::string& name) {
   return std::nullopt;
 }
 
-// The choices that name one layer's kernels, never a process's library.
-bool layer_only(CpuKernels library) {
-  return library == CpuKernels::own || library == CpuKernels::winograd || library == CpuKernels::winograd_all ||
-         library == CpuKernels::own_winograd;
-}
-
 struct ParsedChoices {
   CpuKernels process = CpuKernels::automatic;
   std::map<std::string, CpuKernels> layers;
@@ -58,7 +52,7 @@ std::optional<ParsedChoices> parse(const std::string& text) {
   }
   ParsedChoices parsed;
   const auto process = library_named(parts[0]);
-  if (!process || layer_only(*process)) return std::nullopt;
+  if (!process || layer_only_kernels(*process)) return std::nullopt;
   parsed.process = *process;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t eq = parts[i].find('=');
@@ -76,7 +70,7 @@ std::string kernel_choices_text(Sequential& model, CpuKernels library) {
   std::string text = name_of(library);
   model.visit_layers([&](const std::string& name, Layer& layer, const Shape&) {
     const CpuKernels own = layer.cpu_kernels();
-    if (own == CpuKernels::onednn || own == CpuKernels::openblas || layer_only(own))
+    if (own == CpuKernels::onednn || own == CpuKernels::openblas || layer_only_kernels(own))
       text += ";" + name + "=" + name_of(own);
   });
   return text;

@@ -239,6 +239,9 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   expect_error kernels-own-linear 2 "$WORK/o-linear.h5: CPU kernel choice own for layers.5, a Linear for which mpiddp has no kernels of its own" \
     "${kernels_run[@]}" --run.dir "$WORK/o-linear" --resume "$WORK/o-linear.h5"
 fi
+# The kernel-choice runs below: 6 steps of 16 samples, one thread, checkpoints at steps 3 and 6.
+six_steps=(--train.batch_size 16 --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0
+  --checkpoint.every_steps 3 --checkpoint.keep 5)
 # oneDNN's Winograd convolutions (CPUs with AVX-512): auto gives them to a 3x3
 # convolution with 4 input channels (the 8x8 images read as 4x4x4); the banner lists
 # them, the checkpoint names them per layer, a resume with auto takes them and ends
@@ -248,10 +251,8 @@ fi
 names_no_winograd() { local kernels; kernels=$(kernels_of "$1") && [[ $kernels != *winograd* ]]; }
 if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then
-  wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
-    --model.layers "conv2d(8,3,padding=1) batchnorm2d relu flatten linear"
-    --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
-    --checkpoint.keep 5)
+  wino_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4
+    --model.layers "conv2d(8,3,padding=1) batchnorm2d relu flatten linear" "${six_steps[@]}")
   run_ranks 2 "${wino_run[@]}" --run.dir "$WORK/w-straight" > "$WORK/w1.log" 2>&1 || fail "auto run exited $?"
   grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.0$" "$WORK/w1.log" \
     && pass "auto runs the 4-channel 3x3 convolution on oneDNN's Winograd kernels, as the banner says" \
@@ -276,10 +277,8 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
   # them bit-exact. train.cpu_kernels = winograd keeps every weight gradient direct
   # (other bits), and its checkpoints, like those written before winograd_all
   # existed, resume under auto with their direct weight gradients, bit-exact.
-  wide_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4 --train.batch_size 16
-    --model.layers "conv2d(48,3,padding=1) relu conv2d(48,3,padding=1) batchnorm2d relu flatten linear"
-    --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
-    --checkpoint.keep 5)
+  wide_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 4,4,4
+    --model.layers "conv2d(48,3,padding=1) relu conv2d(48,3,padding=1) batchnorm2d relu flatten linear" "${six_steps[@]}")
   run_ranks 2 "${wide_run[@]}" --run.dir "$WORK/wa-straight" > "$WORK/wa1.log" 2>&1 || fail "auto run exited $?"
   grep -q "^oneDNN's Winograd convolutions (forward and input gradient): layers.0$" "$WORK/wa1.log" \
     && grep -q "^oneDNN's Winograd convolutions (forward, input and weight gradients): layers.2$" "$WORK/wa1.log" \
@@ -347,10 +346,8 @@ fi
 # train.cpu_kernels = own_winograd gives them to the 8-channel convolution, the
 # banner lists it, the checkpoint names it and a resume with auto takes it, bit
 # for bit, with other bits than the direct convolution's. auto never gives them.
-eights_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8 --train.batch_size 16
-  --model.layers "conv2d(8,3,padding=1) relu conv2d(8,3,padding=2) batchnorm2d relu flatten linear"
-  --train.max_steps 6 --train.threads 1 --train.eval false --checkpoint.every_epochs 0 --checkpoint.every_steps 3
-  --checkpoint.keep 5)
+eights_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8
+  --model.layers "conv2d(8,3,padding=1) relu conv2d(8,3,padding=2) batchnorm2d relu flatten linear" "${six_steps[@]}")
 run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd --run.dir "$WORK/ow-straight" > "$WORK/ow1.log" 2>&1 \
   || fail "own_winograd run exited $?"
 grep -q "^mpiddp's own Winograd convolutions F(2x2, 3x3): layers.2$" "$WORK/ow1.log" \

@@ -261,9 +261,7 @@ int main(int argc, char** argv) {
       mpiddp::cpu::use_gemm_library(choice);
     }
     const mpiddp::cpu::LibraryScope layers_choice(choice);
-    const bool layers_only =
-        choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
-        choice == CpuKernels::own_winograd;
+    const bool layers_only = layer_only_kernels(choice);
     convolutions = mpiddp::cpu::convolution_method(layers_only ? choice : mpiddp::cpu::gemm_library());
     const hid_t file = H5Fcreate(argv[1], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw std::runtime_error(std::string("cannot create ") + argv[1]);

@@ -49,6 +49,11 @@ struct ChoiceNames<CpuKernels> {
                                                                  {CpuKernels::own_winograd, "own_winograd"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
+// The choices that cover some of a layer's work (its convolutions), never a process's products.
+constexpr bool layer_only_kernels(CpuKernels choice) {
+  return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
+         choice == CpuKernels::own_winograd;
+}
 
 // data.loader: where training and test batches are read (train/loader_placement.hpp);
 // auto: a loader thread where the rank has a CPU to spare for it, else inline.

@@ -61,4 +61,16 @@ void columns_to_image(const float* cols, std::size_t stride, std::size_t at, con
       }
 }
 
+void bias_gradient(const float* dy, const ConvGeometry& g, float* dbias, bool accumulate) {
+  const std::size_t positions = static_cast<std::size_t>(g.out_h()) * g.out_w();
+  for (int oc = 0; oc < g.out_c; ++oc) {
+    double sum = 0.0;
+    for (int i = 0; i < g.n; ++i) {
+      const float* plane = dy + (static_cast<std::size_t>(i) * g.out_c + oc) * positions;
+      for (std::size_t q = 0; q < positions; ++q) sum += plane[q];
+    }
+    dbias[oc] = (accumulate ? dbias[oc] : 0.0f) + static_cast<float>(sum);
+  }
+}
+
 }  // namespace mpiddp::cpu

@@ -16,4 +16,8 @@ void image_to_columns(const float* x, const ConvGeometry& g, float* cols, std::s
 // Adds the columns back onto image dx (the adjoint of image_to_columns).
 void columns_to_image(const float* cols, std::size_t stride, std::size_t at, const ConvGeometry& g, float* dx);
 
+// dbias (+)= dy summed over samples and positions per output channel, in double, in
+// memory order (overwritten unless accumulate). Also used by own_winograd.cpp.
+void bias_gradient(const float* dy, const ConvGeometry& g, float* dbias, bool accumulate);
+
 }  // namespace mpiddp::cpu

@@ -101,14 +101,7 @@ class CpuConvOps final : public ConvOps {
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, algorithm(), s.onednn_scratch());
     const Plan p(g);
-    for (int oc = 0; oc < g.out_c; ++oc) {
-      double sum = 0.0;
-      for (int i = 0; i < g.n; ++i) {
-        const float* plane = dy + (static_cast<std::size_t>(i) * g.out_c + oc) * p.positions;
-        for (int q = 0; q < p.positions; ++q) sum += plane[q];
-      }
-      dbias[oc] = (accumulate ? dbias[oc] : 0.0f) + static_cast<float>(sum);
-    }
+    bias_gradient(dy, g, dbias, accumulate);
     for (int first = 0; first < g.n; first += p.per_chunk) {
       const int count = std::min(p.per_chunk, g.n - first);
       const std::size_t width = static_cast<std::size_t>(count) * p.positions;

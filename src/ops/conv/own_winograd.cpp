@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "conv_columns.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
 
 namespace mpiddp::cpu::own_winograd {
@@ -61,6 +62,20 @@ void transform_filters(const float* weight, int out, int in, std::vector<float>&
     }
 }
 
+// The first rows x cols values of 8 consecutive h x w planes, interleaved into
+// `plane` ([padded rows][padded_w][8]) at row and column `offset`.
+void interleave(const float* planes, int h, int w, int rows, int cols, int offset, int padded_w,
+                std::vector<float>& plane) {
+  for (int l = 0; l < kLanes; ++l) {
+    const float* image = planes + static_cast<std::size_t>(l) * h * w;
+    for (int r = 0; r < rows; ++r) {
+      float* to = &plane[(static_cast<std::size_t>(r + offset) * padded_w + offset) * kLanes + l];
+      const float* from = image + static_cast<std::size_t>(r) * w;
+      for (int q = 0; q < cols; ++q) to[static_cast<std::size_t>(q) * kLanes] = from[q];
+    }
+  }
+}
+
 // Bᵀ d B for every 4 x 4 tile d (stride 2) of samples [first, first + count) of x,
 // Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], 8 channels at a time (each
 // operation below runs over the 8 lanes): tiles [16][count * tiles][in].
@@ -72,15 +87,9 @@ void transform_tiles(const float* x, const Problem& p, int first, int count, Scr
   const int rows_in = std::min(p.h, padded_h - p.pad), cols_in = std::min(p.w, padded_w - p.pad);
   for (int k = 0; k < count; ++k)
     for (int block = 0; block < p.in; block += kLanes) {
-      // The block's 8 planes, interleaved (the border stays zero: only the interior is written).
-      for (int l = 0; l < kLanes; ++l) {
-        const float* image = x + (static_cast<std::size_t>(first + k) * p.in + block + l) * p.h * p.w;
-        for (int r = 0; r < rows_in; ++r) {
-          float* to = &s.plane[(static_cast<std::size_t>(r + p.pad) * padded_w + p.pad) * kLanes + l];
-          const float* from = image + static_cast<std::size_t>(r) * p.w;
-          for (int q = 0; q < cols_in; ++q) to[static_cast<std::size_t>(q) * kLanes] = from[q];
-        }
-      }
+      // (The border stays zero: only the interior is written.)
+      interleave(x + (static_cast<std::size_t>(first + k) * p.in + block) * p.h * p.w, p.h, p.w, rows_in, cols_in,
+                 p.pad, padded_w, s.plane);
       for (int ti = 0; ti < th; ++ti)
         for (int tj = 0; tj < tw; ++tj) {
           const float* d = &s.plane[(static_cast<std::size_t>(2 * ti) * padded_w + 2 * tj) * kLanes];
@@ -175,13 +184,8 @@ void transform_gradient_tiles(const float* dy, const Problem& p, int first, int 
   s.plane.assign(static_cast<std::size_t>(2 * th) * padded_w * kLanes, 0.0f);
   for (int k = 0; k < count; ++k)
     for (int block = 0; block < p.out; block += kLanes) {
-      for (int l = 0; l < kLanes; ++l) {
-        const float* image = dy + (static_cast<std::size_t>(first + k) * p.out + block + l) * oh * ow;
-        for (int r = 0; r < oh; ++r) {
-          float* to = &s.plane[static_cast<std::size_t>(r) * padded_w * kLanes + l];
-          for (int q = 0; q < ow; ++q) to[static_cast<std::size_t>(q) * kLanes] = image[static_cast<std::size_t>(r) * ow + q];
-        }
-      }
+      interleave(dy + (static_cast<std::size_t>(first + k) * p.out + block) * oh * ow, oh, ow, oh, ow, 0, padded_w,
+                 s.plane);
       for (int ti = 0; ti < th; ++ti)
         for (int tj = 0; tj < tw; ++tj) {
           const float* d = &s.plane[(static_cast<std::size_t>(2 * ti) * padded_w + 2 * tj) * kLanes];
@@ -281,15 +285,7 @@ void backward_params(const float* x, const float* dy, float* dweight, float* dbi
                  &s.sums[static_cast<std::size_t>(e) * p.out * p.in], p.in);
   }
   transform_back_filters(s.sums, p.out, p.in, dweight, accumulate);
-  const std::size_t positions = static_cast<std::size_t>(g.out_h()) * g.out_w();
-  for (int o = 0; o < g.out_c; ++o) {
-    double sum = 0.0;
-    for (int i = 0; i < g.n; ++i) {
-      const float* plane = dy + (static_cast<std::size_t>(i) * g.out_c + o) * positions;
-      for (std::size_t q = 0; q < positions; ++q) sum += plane[q];
-    }
-    dbias[o] = (accumulate ? dbias[o] : 0.0f) + static_cast<float>(sum);
-  }
+  bias_gradient(dy, g, dbias, accumulate);
 }
 
 }  // namespace mpiddp::cpu::own_winograd
