@@ -318,7 +318,7 @@ TrainingState read_attributes(hid_t f, std::int64_t format, const std::string& p
     if (!valid_kernel_choices(state.cpu_kernels))
       throw InputError(path + ": attribute 'cpu_kernels' is '" + printable(state.cpu_kernels) +
                        "', must be onednn or openblas, then ';layer=library' entries (library onednn, openblas, own, "
-                       "winograd, winograd_all or own_winograd; damaged or edited checkpoint)");
+                       "winograd, winograd_all, own_winograd or own_winograd4; damaged or edited checkpoint)");
   }
   return state;
 }

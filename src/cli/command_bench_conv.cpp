@@ -74,7 +74,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
       ("stride", po::value(&g.stride)->default_value(g.stride), "stride")
       ("padding", po::value(&g.padding)->default_value(g.padding), "padding")
       ("threads", po::value(&threads)->default_value(threads), "BLAS threads")
-      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn, openblas, own, winograd, winograd_all or own_winograd (train.cpu_kernels)")
+      ("kernels", po::value(&kernels)->default_value(kernels), "auto, onednn, openblas, own, winograd, winograd_all, own_winograd or own_winograd4 (train.cpu_kernels)")
       ("seconds", po::value(&seconds)->default_value(seconds), "measuring time per product");
   po::variables_map values;
   if (!parse_command_options(args, options, values)) return kExitOk;
@@ -104,7 +104,7 @@ int command_bench_conv(const std::vector<std::string>& args) {
       (choice == CpuKernels::own && cpu::thin_conv::supports(g)) ? choice
       : (choice == CpuKernels::winograd_all && cpu::onednn_conv::winograd_available(g, true)) ? choice
       : (wino && cpu::onednn_conv::winograd_available(g)) ? CpuKernels::winograd
-      : (choice == CpuKernels::own_winograd && cpu::own_winograd::supports(g)) ? choice
+      : ((choice == CpuKernels::own_winograd || choice == CpuKernels::own_winograd4) && cpu::own_winograd::supports(g)) ? choice
                                                             : cpu::gemm_library();
 
   const std::size_t in = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;

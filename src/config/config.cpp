@@ -258,8 +258,10 @@ void describe(Schema& s, Config& c) {
         "for every Conv2d; own: own kernels for every Conv2d that has them; winograd: as auto, refused where a "
         "rank's CPU lacks them, weight gradients direct; winograd_all: as winograd, with Winograd's weight "
         "gradient wherever oneDNN has it (auto: on planes of at most 8x8 outputs, 48 channels or more); "
-        "own_winograd: mpiddp's own Winograd convolutions for every 3x3 stride-1 Conv2d with channels in "
-        "multiples of 8, the others as auto; "
+        "own_winograd: mpiddp's own Winograd convolutions F(2x2,3x3) for every 3x3 stride-1 Conv2d with "
+        "channels in multiples of 8, the others as auto; own_winograd4: the same with F(4x4,3x3), which auto "
+        "gives such layers (with 1 thread per rank) where some rank's CPU lacks "
+        "oneDNN's Winograd convolutions; "
         "tune: the faster per Linear and Conv2d, timed at start-up)");
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");
   s.add("train.precision", &c.train.precision, "{} matrix products (tf32, bf16: cuda)");

@@ -43,7 +43,10 @@ CpuKernels library_for_products() {
   return layer_only_kernels(library) ? active : library;
 }
 bool own_kernels() { return library_in_effect() == CpuKernels::own; }
-bool own_winograd_convolutions() { return library_in_effect() == CpuKernels::own_winograd; }
+bool own_winograd_convolutions() {
+  const CpuKernels library = library_in_effect();
+  return library == CpuKernels::own_winograd || library == CpuKernels::own_winograd4;
+}
 // (Only where oneDNN is linked: in a build without it, a winograd scope runs the process's library.)
 bool winograd_convolutions() {
   const CpuKernels library = library_in_effect();
@@ -56,6 +59,7 @@ const char* convolution_method(CpuKernels library) {
   if (library == CpuKernels::winograd) return "onednn winograd primitives (weight gradient direct)";
   if (library == CpuKernels::winograd_all) return "onednn winograd primitives";
   if (library == CpuKernels::own_winograd) return "own winograd F(2x2,3x3)";
+  if (library == CpuKernels::own_winograd4) return "own winograd F(4x4,3x3)";
   return library == CpuKernels::onednn ? "onednn primitives" : "im2col+openblas";
 }
 bool onednn_linked() { return onednn::linked(); }

@@ -134,6 +134,11 @@ bool Conv2d::winograd_weight_gradient_suits(int threads) const {
          g.out_c >= kWideChannels && has_winograd_weight_gradient();
 }
 bool Conv2d::has_own_winograd() const { return !in_.empty() && cpu::own_winograd::supports(geometry(1)); }
+// Their transforms run on one thread: with more per rank, the libraries' direct
+// kernels use them all.
+bool Conv2d::own_winograd_suits(int threads) const {
+  return has_own_winograd() && threads == 1;
+}
 
 void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
   const ConvGeometry g = geometry(x.rows());

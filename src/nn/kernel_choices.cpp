@@ -20,6 +20,7 @@ std::optional<CpuKernels> library_named(const std::string& name) {
   if (name == "winograd") return CpuKernels::winograd;
   if (name == "winograd_all") return CpuKernels::winograd_all;
   if (name == "own_winograd") return CpuKernels::own_winograd;
+  if (name == "own_winograd4") return CpuKernels::own_winograd4;
   return std::nullopt;
 }
 
@@ -84,7 +85,8 @@ bool runs_here(const Layer& layer, CpuKernels library) {
     case CpuKernels::own: return layer.has_own_kernels();
     case CpuKernels::winograd: return layer.has_winograd();
     case CpuKernels::winograd_all: return layer.has_winograd_weight_gradient();
-    case CpuKernels::own_winograd: return layer.has_own_winograd();
+    case CpuKernels::own_winograd:
+    case CpuKernels::own_winograd4: return layer.has_own_winograd();
     default: return true;
   }
 }
@@ -162,20 +164,23 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool w
   // winograd and winograd_all are auto's rule, insisting on Winograd's kernels;
   // auto (and own, for the layers its kernels do not take) takes them where every
   // rank's CPU has them; tune times them instead.
-  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || insists ||
-                    setting == CpuKernels::own_winograd;
-  const bool winograd = insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own ||
-                                     setting == CpuKernels::own_winograd) &&
-                                    winograd_everywhere);
-  // own_winograd: mpiddp's own Winograd kernels wherever they run (auto's rule for the rest).
-  const bool own_winograd = setting == CpuKernels::own_winograd;
+  // own_winograd(4): mpiddp's own Winograd kernels wherever they run (auto's rule for the rest).
+  const bool own_winograd = setting == CpuKernels::own_winograd || setting == CpuKernels::own_winograd4;
+  const bool rule = setting == CpuKernels::automatic || setting == CpuKernels::tune || insists || own_winograd;
+  const bool winograd =
+      insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own || own_winograd) && winograd_everywhere);
+  // Where some rank's CPU lacks oneDNN's Winograd kernels, auto and own give the
+  // layers they would have suited mpiddp's own, F(4x4, 3x3), on every rank.
+  const bool own_winograd4 = !winograd_everywhere && (setting == CpuKernels::automatic || setting == CpuKernels::own);
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);
     else if (own_winograd && layer.has_own_winograd())
-      layer.set_cpu_kernels(CpuKernels::own_winograd);
+      layer.set_cpu_kernels(setting);
     else if (winograd && layer.winograd_suits(threads))
       layer.set_cpu_kernels(winograd_choice(layer, setting, threads));
+    else if (own_winograd4 && layer.own_winograd_suits(threads))
+      layer.set_cpu_kernels(CpuKernels::own_winograd4);
   });
 }
 

@@ -93,7 +93,10 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
     const bool winograd = winograd_everywhere && layer.has_winograd();
     if (winograd) t.winograd_ms = time_on(CpuKernels::winograd);
     if (winograd && layer.has_winograd_weight_gradient()) t.winograd_all_ms = time_on(CpuKernels::winograd_all);
-    if (layer.has_own_winograd()) t.own_winograd_ms = time_on(CpuKernels::own_winograd);
+    if (layer.has_own_winograd()) {
+      t.own_winograd_ms = time_on(CpuKernels::own_winograd);
+      t.own_winograd4_ms = time_on(CpuKernels::own_winograd4);
+    }
     // The default, then whichever beats the best so far by the margin.
     t.chosen = own && layer.own_kernels_suit(threads) ? CpuKernels::own : CpuKernels::onednn;
     const std::pair<CpuKernels, double> timed[] = {{CpuKernels::onednn, t.onednn_ms},
@@ -101,7 +104,8 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
                                                    {CpuKernels::own, t.own_ms},
                                                    {CpuKernels::winograd, t.winograd_ms},
                                                    {CpuKernels::winograd_all, t.winograd_all_ms},
-                                                   {CpuKernels::own_winograd, t.own_winograd_ms}};
+                                                   {CpuKernels::own_winograd, t.own_winograd_ms},
+                                                   {CpuKernels::own_winograd4, t.own_winograd4_ms}};
     double best = 0;
     for (const auto& [library, ms] : timed)
       if (library == t.chosen) best = ms;
@@ -118,16 +122,17 @@ std::vector<TunedLayer> tune_cpu_kernels(Sequential& model, std::size_t samples,
 
 std::string describe_tuning(const std::vector<TunedLayer>& tuned) {
   std::string text = "CPU kernels timed per layer (train.cpu_kernels = tune; ms for one batch forward and backward, "
-                     "oneDNN / OpenBLAS [/ own] [/ winograd] [/ winograd_all] [/ own_winograd]):\n";
+                     "oneDNN / OpenBLAS [/ own] [/ winograd] [/ winograd_all] [/ own_winograd / own_winograd4]):\n";
   for (const TunedLayer& t : tuned) {
-    char line[420];
-    char own[40] = "", winograd[40] = "", winograd_all[48] = "", own_winograd[48] = "";
+    char line[480];
+    char own[40] = "", winograd[40] = "", winograd_all[48] = "", own_winograd[80] = "";
     if (t.own_ms >= 0) std::snprintf(own, sizeof(own), " / own %.3f", t.own_ms);
     if (t.winograd_ms >= 0) std::snprintf(winograd, sizeof(winograd), " / winograd %.3f", t.winograd_ms);
     if (t.winograd_all_ms >= 0)
       std::snprintf(winograd_all, sizeof(winograd_all), " / winograd_all %.3f", t.winograd_all_ms);
     if (t.own_winograd_ms >= 0)
-      std::snprintf(own_winograd, sizeof(own_winograd), " / own_winograd %.3f", t.own_winograd_ms);
+      std::snprintf(own_winograd, sizeof(own_winograd), " / own_winograd %.3f / own_winograd4 %.3f",
+                    t.own_winograd_ms, t.own_winograd4_ms);
     std::snprintf(line, sizeof(line), "  %-24s %-8s %-12s (%.3f / %.3f%s%s%s%s)\n", t.name.c_str(), t.kind.c_str(),
                   name_of(t.chosen), t.onednn_ms, t.openblas_ms, own, winograd, winograd_all, own_winograd);
     text += line;

@@ -443,6 +443,9 @@ void TrainingSession::print_banner() const {
   const std::string own_winograd = layers_on(*model, CpuKernels::own_winograd);
   if (!own_winograd.empty())
     std::printf("mpiddp's own Winograd convolutions F(2x2, 3x3): %s\n", own_winograd.c_str());
+  const std::string own_winograd4 = layers_on(*model, CpuKernels::own_winograd4);
+  if (!own_winograd4.empty())
+    std::printf("mpiddp's own Winograd convolutions F(4x4, 3x3): %s\n", own_winograd4.c_str());
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

@@ -18,7 +18,7 @@ LAYER_CASES=${LAYER_CASES:-$(dirname "$MPIDDP")/tests/layer_cases}
 kernels=(openblas)
 grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && kernels+=(onednn)
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then kernels+=(own); fi
-kernels+=(own_winograd)  # mpiddp's own Winograd convolutions: any CPU
+kernels+=(own_winograd own_winograd4)  # mpiddp's own Winograd convolutions F(2x2), F(4x4): any CPU
 if grep -q libdnnl <<< "$(ldd "$LAYER_CASES")" && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo \
   && grep -qw avx512dq /proc/cpuinfo; then kernels+=(winograd winograd_all); fi
 for k in "${kernels[@]}"; do

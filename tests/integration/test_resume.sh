@@ -363,6 +363,24 @@ run_ranks 2 "${eights_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/ow-di
   && ! same_parameters "$(latest_checkpoint "$WORK/ow-straight")" "$(latest_checkpoint "$WORK/ow-direct")" \
   && pass "onednn keeps the direct convolution, other bits than own_winograd's (the choice is real)" \
   || fail "onednn against own_winograd: $(grep -i -e kernels -e winograd "$WORK/ow3.log")"
+# own_winograd4 (F(4x4, 3x3)) the same way, with other bits than F(2x2)'s; and
+# auto gives it to that layer where a rank's oneDNN has no Winograd kernels
+# (held to AVX2 here, as on a CPU without AVX-512) and the rank runs one thread.
+run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd4 --run.dir "$WORK/ow4-straight" > "$WORK/ow4.log" 2>&1 \
+  || fail "own_winograd4 run exited $?"
+grep -q "^mpiddp's own Winograd convolutions F(4x4, 3x3): layers.2$" "$WORK/ow4.log" \
+  && pass "own_winograd4 runs the 8-channel convolution on mpiddp's own F(4x4, 3x3), as the banner says" \
+  || fail "own_winograd4 banner: $(grep -i -e kernels -e winograd "$WORK/ow4.log")"
+kernels_kept ow4 "${eights}4" "${eights_run[@]}"
+! same_parameters "$(latest_checkpoint "$WORK/ow-straight")" "$(latest_checkpoint "$WORK/ow4-straight")" \
+  && pass "own_winograd4 gives other bits than own_winograd (another algorithm)" \
+  || fail "own_winograd4 ended bit-identical to own_winograd"
+ONEDNN_MAX_CPU_ISA=AVX2 run_ranks 2 "${eights_run[@]}" --run.dir "$WORK/ow4-auto" > "$WORK/ow4-auto.log" 2>&1 \
+  || fail "auto run with oneDNN held to AVX2 exited $?"
+grep -q "^mpiddp's own Winograd convolutions F(4x4, 3x3): layers.2$" "$WORK/ow4-auto.log" \
+  && [ "$(kernels_of "$(latest_checkpoint "$WORK/ow4-auto")")" = "$(kernels_of "$(latest_checkpoint "$WORK/ow4-straight")")" ] \
+  && pass "without oneDNN's Winograd kernels auto gives the 8-channel convolution mpiddp's own F(4x4, 3x3)" \
+  || fail "auto held to AVX2: $(grep -i -e kernels -e winograd "$WORK/ow4-auto.log")"
 cp "$WORK/k-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/k-edited.h5"
 edits=0
 for edited in blis own "onednn;layers.0" "onednn;layers.0=mkl" "onednn;layers.0=onednn;layers.0=openblas" "onednn;Layers.0=onednn"; do

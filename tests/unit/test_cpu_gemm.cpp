@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <utility>
 #include <vector>
 
@@ -158,8 +159,10 @@ TEST_CASE("layers give the same forward and gradients on each library", "[gemm]"
     choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd);
     choices.emplace_back(CpuKernels::automatic, CpuKernels::winograd_all);
   }
-  choices.emplace_back(CpuKernels::automatic, CpuKernels::own_winograd);
-  for (const CpuKernels library : all) choices.emplace_back(library, CpuKernels::own_winograd);
+  for (const CpuKernels tile : {CpuKernels::own_winograd, CpuKernels::own_winograd4}) {
+    choices.emplace_back(CpuKernels::automatic, tile);
+    for (const CpuKernels library : all) choices.emplace_back(library, tile);
+  }
   for (const Case& c : cases) {
     const Run reference = run_on(CpuKernels::openblas, c.layers, c.input, 5);
     for (const auto& [library, own] : choices) {
@@ -225,6 +228,7 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
     choices.push_back(CpuKernels::winograd_all);
   }
   choices.push_back(CpuKernels::own_winograd);  // on any CPU
+  choices.push_back(CpuKernels::own_winograd4);
   for (const CpuKernels library : choices) {
     cpu::use_gemm_library(library);
     const cpu::LibraryScope layer_choice(library);
@@ -236,7 +240,9 @@ TEST_CASE("convolution ops on each library equal the plain loops, whatever ran b
       ConvOps& conv = cpu_device().ops<ConvOps>();
       auto scratch = conv.make_scratch();
       const auto wrong = [&](const std::vector<float>& got, const std::vector<float>& want) {
-        return wrong_values(got, want, library == CpuKernels::winograd || library == CpuKernels::winograd_all);
+        return wrong_values(got, want,
+                            library == CpuKernels::winograd || library == CpuKernels::winograd_all ||
+                                library == CpuKernels::own_winograd4);
       };
       std::vector<float> y(a.dy.size()), y_other(other.dy.size()), dx(a.x.size());
       std::vector<float> dw(a.weights()), db(a.b.size());
@@ -413,8 +419,9 @@ TEST_CASE("auto gives mpiddp's own kernels to the convolutions they suit; own to
   }
   // Rows of columns: 9 (1 input channel), 36 (4: own kernels, not auto's), 72 (8: the libraries' only).
   // Without Winograd's kernels on every rank (the last argument).
-  // (mpiddp's own Winograd kernels would take the 8-channel one at more than 8 x 8 outputs: below)
-  CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own");
+  // There mpiddp's own Winograd kernels, F(4x4, 3x3), take the 8-channel one, with one thread per rank.
+  CHECK(choices(CpuKernels::automatic, 1, false) == "openblas;layers.0=own;layers.4=own_winograd4");
+  CHECK(choices(CpuKernels::own, 1, false) == "openblas;layers.0=own;layers.2=own;layers.4=own_winograd4");
   CHECK(choices(CpuKernels::tune, 1) == "openblas;layers.0=own");  // tune times Winograd's instead
   CHECK(choices(CpuKernels::automatic, 2, false) == "openblas");  // the own kernels run on one thread
   CHECK(choices(CpuKernels::own, 2, false) == "openblas;layers.0=own;layers.2=own");
@@ -515,7 +522,8 @@ TEST_CASE("winograd keeps the direct weight gradient, winograd_all runs Winograd
   CHECK(weight_gradient(CpuKernels::winograd_all) != direct);
 }
 
-TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they run, auto never", "[gemm]") {
+TEST_CASE("mpiddp's own Winograd kernels: own_winograd(4) gives them wherever they run, auto F(4x4) without oneDNN's",
+          "[gemm]") {
   // At 12 x 12: 1 channel (thin kernels), 8 -> 16, 16 -> 12 (not in eights), strided 12 -> 16; at 6 x 6: 16 -> 16.
   const std::string layers =
       "conv2d(8,3,padding=1) conv2d(16,3,padding=1) conv2d(12,3,padding=1) conv2d(16,3,stride=2,padding=1) "
@@ -542,8 +550,19 @@ TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they 
           if (at != std::string::npos) t->erase(at, t->find(';', at + 1) - at);
         }
       CHECK(others == own_winograd_free);
-      for (const CpuKernels setting : {CpuKernels::automatic, CpuKernels::tune, CpuKernels::own, CpuKernels::onednn})
-        CHECK(choices(setting, threads, everywhere).find("own_winograd") == std::string::npos);
+      CHECK(choices(CpuKernels::own_winograd4, threads, everywhere) ==
+            std::regex_replace(text, std::regex("=own_winograd\\b"), "=own_winograd4"));
+      // auto and own give F(4x4, 3x3) to the same layers where some rank lacks oneDNN's Winograd kernels,
+      // with one thread per rank; tune times them instead; onednn never.
+      for (const CpuKernels setting : {CpuKernels::automatic, CpuKernels::tune, CpuKernels::own, CpuKernels::onednn}) {
+        const std::string other = choices(setting, threads, everywhere);
+        INFO(name_of(setting) << ": " << other);
+        const bool f4 = !everywhere && threads == 1 && (setting == CpuKernels::automatic || setting == CpuKernels::own);
+        CHECK((other.find("layers.1=own_winograd4") != std::string::npos) == f4);
+        CHECK((other.find("layers.4=own_winograd4") != std::string::npos) == f4);
+        CHECK(std::regex_search(other, std::regex("=own_winograd\\b")) == false);
+        CHECK((other.find("layers.2=own_winograd4") == std::string::npos));
+      }
     }
   if (cpu::onednn_conv::winograd_runs())
     CHECK(choices(CpuKernels::own_winograd, 2, true) ==
@@ -558,17 +577,20 @@ TEST_CASE("mpiddp's own Winograd kernels: own_winograd gives them wherever they 
 }
 
 TEST_CASE("mpiddp's own Winograd kernels over several chunks of samples equal the plain loops", "[gemm][conv]") {
-  // 64 -> 64 channels at 14 x 14: 5 samples per chunk, so 7 samples run as 5 and 2.
-  const ConvCase c(7, 64, 14, 64, 3, 1, 1, 50);
+  // 64 -> 64 channels at 14 x 14: 5 samples per chunk with F(2x2, 3x3), 7 with F(4x4, 3x3), so 9 samples
+  // run as 5 and 4, or 7 and 2.
+  const ConvCase c(9, 64, 14, 64, 3, 1, 1, 50);
   LibraryGuard guard;
-  const cpu::LibraryScope scope(CpuKernels::own_winograd);
+  const CpuKernels tile = GENERATE(CpuKernels::own_winograd, CpuKernels::own_winograd4);
+  INFO(name_of(tile));
+  const cpu::LibraryScope scope(tile);
   ConvOps& conv = cpu_device().ops<ConvOps>();
   auto scratch = conv.make_scratch();
   std::vector<float> y(c.dy.size()), dx(c.x.size()), dw(c.weights()), db(c.b.size());
   conv.conv_forward(c.x.data(), c.w.data(), c.b.data(), y.data(), c.g, scratch.get());
   conv.conv_backward_params(c.x.data(), c.dy.data(), dw.data(), db.data(), c.g, false, scratch.get());
   conv.conv_backward_input(c.dy.data(), c.w.data(), dx.data(), c.g, scratch.get());
-  // Sums of 576 to 1372 products: to 1e-5 of the largest value.
+  // Sums of 576 to 1764 products: to 1e-5 of the largest value.
   CHECK(wrong_values(y, bench::conv_forward(c.x.data(), c.w.data(), c.b.data(), c.g), true) == 0);
   CHECK(wrong_values(dx, bench::conv_input_grad(c.dy.data(), c.w.data(), c.g), true) == 0);
   std::vector<float> params(dw);

@@ -36,23 +36,25 @@ struct ChoiceNames<DataTask> {
 // their weight gradients direct; winograd_all: the weight gradients on Winograd's
 // kernels too (auto takes them on small planes); own_winograd: mpiddp's own
 // Winograd convolutions (F(2x2, 3x3), any CPU) for the layers they suit;
+// own_winograd4: the same with F(4x4, 3x3) (4 times fewer multiplications);
 // tune: timed per layer at start-up (train/kernel_tuning.hpp).
-enum class CpuKernels { automatic, onednn, openblas, own, winograd, winograd_all, own_winograd, tune };
+enum class CpuKernels { automatic, onednn, openblas, own, winograd, winograd_all, own_winograd, own_winograd4, tune };
 template <>
 struct ChoiceNames<CpuKernels> {
-  static constexpr std::array<NamedChoice<CpuKernels>, 8> table{{{CpuKernels::automatic, "auto"},
+  static constexpr std::array<NamedChoice<CpuKernels>, 9> table{{{CpuKernels::automatic, "auto"},
                                                                  {CpuKernels::onednn, "onednn"},
                                                                  {CpuKernels::openblas, "openblas"},
                                                                  {CpuKernels::own, "own"},
                                                                  {CpuKernels::winograd, "winograd"},
                                                                  {CpuKernels::winograd_all, "winograd_all"},
                                                                  {CpuKernels::own_winograd, "own_winograd"},
+                                                                 {CpuKernels::own_winograd4, "own_winograd4"},
                                                                  {CpuKernels::tune, "tune"}}};
 };
 // The choices that cover some of a layer's work (its convolutions), never a process's products.
 constexpr bool layer_only_kernels(CpuKernels choice) {
   return choice == CpuKernels::own || choice == CpuKernels::winograd || choice == CpuKernels::winograd_all ||
-         choice == CpuKernels::own_winograd;
+         choice == CpuKernels::own_winograd || choice == CpuKernels::own_winograd4;
 }
 
 // data.loader: where training and test batches are read (train/loader_placement.hpp);

@@ -40,17 +40,18 @@ CpuKernels library_in_effect();
 // Winograd convolutions (a LibraryScope of winograd or winograd_all: Conv2d,
 // ops/conv/onednn_conv.hpp), and with winograd_all for the weight gradient too.
 bool own_kernels();
-// mpiddp's own Winograd convolutions (a LibraryScope of own_winograd: ops/conv/own_winograd.hpp).
+// mpiddp's own Winograd convolutions (a LibraryScope of own_winograd or own_winograd4:
+// ops/conv/own_winograd.hpp).
 bool own_winograd_convolutions();
 bool winograd_convolutions();
 bool winograd_weight_gradients();
 // The library of the products those kernels do not cover: the process's under
-// own, winograd, winograd_all or own_winograd, else the one in effect.
+// own, winograd, winograd_all, own_winograd or own_winograd4, else the one in effect.
 CpuKernels library_for_products();
 // Whether the CPU's Conv2d runs oneDNN's own convolutions (ops/conv/onednn_conv.hpp:
 // under that library, or winograd), and a library's method's name: "onednn primitives",
 // "im2col+openblas", "own thin-convolution kernels", "onednn winograd primitives
-// (weight gradient direct)", "onednn winograd primitives" or "own winograd F(2x2,3x3) ...".
+// (weight gradient direct)", "onednn winograd primitives" or "own winograd F(2x2,3x3)" / "F(4x4,3x3)".
 bool onednn_convolutions();
 const char* convolution_method(CpuKernels library);
 // Whether this build links oneDNN, and its version ("" when it does not).

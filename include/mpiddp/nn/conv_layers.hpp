@@ -26,6 +26,7 @@ class Conv2d final : public Layer {
   bool has_winograd_weight_gradient() const override;
   bool winograd_weight_gradient_suits(int threads) const override;
   bool has_own_winograd() const override;
+  bool own_winograd_suits(int threads) const override;
   Shape output_shape(const Shape& in) const override;
   double scratch_bytes(const Shape& in, std::size_t samples) const override;
   double forward_flops(const Shape& in) const override;

@@ -49,14 +49,16 @@ CpuKernels apply_kernel_choices(Sequential& model, const std::string& text, cons
 // the other layers they suit (Layer::winograd_suits; InputError unless
 // `winograd_everywhere`): winograd_all where its weight gradient suits too
 // (Layer::winograd_weight_gradient_suits; with winograd_all: where oneDNN has it),
-// winograd elsewhere (and for every such layer with winograd). With own_winograd,
-// mpiddp's own Winograd kernels for every layer they take (Layer::has_own_winograd)
-// and auto's choices for the others.
+// winograd elsewhere (and for every such layer with winograd); with auto and own
+// where some rank lacks them, mpiddp's own F(4x4, 3x3) for the layers those suit
+// (Layer::own_winograd_suits). With own_winograd (own_winograd4), mpiddp's own
+// Winograd kernels for every layer they take (Layer::has_own_winograd) and auto's
+// choices for the others.
 // A rule, not a timing, so two runs of one input file with the same threads per
 // rank on one kind of CPU choose alike (the banner and checkpoints name the choices).
 void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool winograd_everywhere);
 
-// The names of the layers whose choice is `choice` (own, winograd, winograd_all, own_winograd), ", "-separated
+// The names of the layers whose choice is `choice` (own, winograd, winograd_all, own_winograd, own_winograd4), ", "-separated
 // ("" if none).
 std::string layers_on(Sequential& model, CpuKernels choice);
 

@@ -119,9 +119,11 @@ class Layer {
   virtual bool winograd_weight_gradient_suits(int /*threads*/) const { return false; }
   // Whether mpiddp's own Winograd convolutions take it (ops/conv/own_winograd.hpp:
   // 3 x 3, stride 1, channels in multiples of 8; any CPU): train.cpu_kernels =
-  // own_winograd gives them, tune times them; auto does not (no gain measured in
-  // training beyond the noise: docs/performance.md).
+  // own_winograd or own_winograd4 gives them, tune times them; and whether auto
+  // gives it F(4x4, 3x3) where oneDNN has no Winograd kernels (with one thread per
+  // rank: docs/performance.md).
   virtual bool has_own_winograd() const { return false; }
+  virtual bool own_winograd_suits(int /*threads*/) const { return false; }
   // That library (CpuKernels::automatic: the process's); the chains run the
   // layer's passes under it (cpu::LibraryScope).
   void set_cpu_kernels(CpuKernels library) { cpu_kernels_ = library; }

@@ -17,9 +17,10 @@ struct TunedLayer {
   std::string name, kind;
   CpuKernels chosen = CpuKernels::automatic;
   // The best of the timed repetitions; own_ms (winograd_ms, winograd_all_ms) < 0
-  // (own_winograd_ms) where own kernels (Winograd convolutions, with Winograd's weight gradient, mpiddp's own
-  // Winograd convolutions) were not timed.
-  double onednn_ms = 0, openblas_ms = 0, own_ms = -1, winograd_ms = -1, winograd_all_ms = -1, own_winograd_ms = -1;
+  // (own_winograd_ms, own_winograd4_ms) where own kernels (Winograd convolutions, with Winograd's weight
+  // gradient, mpiddp's own Winograd convolutions F(2x2), F(4x4)) were not timed.
+  double onednn_ms = 0, openblas_ms = 0, own_ms = -1, winograd_ms = -1, winograd_all_ms = -1, own_winograd_ms = -1,
+         own_winograd4_ms = -1;
 };
 
 // Times and sets each such layer's library for batches of `samples`, against the

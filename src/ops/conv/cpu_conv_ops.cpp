@@ -69,7 +69,7 @@ class CpuConvOps final : public ConvOps {
     if (on_own_kernels(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
     if (on_own_winograd(g)) {
       s.forget_inputs();
-      return own_winograd::forward(x, weight, bias, y, g, s.winograd_scratch());
+      return own_winograd::forward(x, weight, bias, y, g, winograd_tile(), s.winograd_scratch());
     }
     if (onednn_convolutions()) return onednn_conv::forward(x, weight, bias, y, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
@@ -97,7 +97,8 @@ class CpuConvOps final : public ConvOps {
     auto& s = static_cast<ConvScratch&>(*scratch);
     if (on_own_kernels(g)) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (on_own_winograd(g))
-      return own_winograd::backward_params(x, dy, dweight, dbias, g, accumulate, s.winograd_scratch());
+      return own_winograd::backward_params(x, dy, dweight, dbias, g, accumulate, winograd_tile(),
+                                             s.winograd_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, algorithm(), s.onednn_scratch());
     const Plan p(g);
@@ -118,7 +119,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
-    if (on_own_winograd(g)) return own_winograd::backward_input(dy, weight, dx, g, s.winograd_scratch());
+    if (on_own_winograd(g)) return own_winograd::backward_input(dy, weight, dx, g, winograd_tile(), s.winograd_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_input(dy, weight, dx, g, algorithm(), s.onednn_scratch());
     const Plan p(g);
@@ -145,6 +146,9 @@ class CpuConvOps final : public ConvOps {
   // The layer's choice is own_winograd and the kernels take this shape (else the library runs it).
   static bool on_own_winograd(const ConvGeometry& g) {
     return own_winograd_convolutions() && own_winograd::supports(g);
+  }
+  static own_winograd::Tile winograd_tile() {
+    return library_in_effect() == CpuKernels::own_winograd4 ? own_winograd::Tile::f4 : own_winograd::Tile::f2;
   }
   // oneDNN's algorithm: Winograd where the layer's choice is winograd (winograd_all).
   static onednn_conv::Algorithm algorithm() {
