@@ -50,7 +50,10 @@ trap 'rm -rf "$work"' EXIT
 
 # The library a run's banner names for the CPU's matrix products (train.cpu_kernels),
 # and the layers it gives kernels of their own (mpiddp's, oneDNN's Winograd).
-library_of() { grep -o 'CPU kernels: .*' "$1" | head -1; grep -e "^CPU kernels of mpiddp's own" -e "^oneDNN's Winograd" "$1"; }
+library_of() {
+  grep -o 'CPU kernels: .*' "$1" | head -1
+  grep -e "^CPU kernels of mpiddp's own" -e "^oneDNN's Winograd" -e "^mpiddp's own Winograd" "$1"
+}
 # One core's FP32 FMA peak, measured first, while nothing else runs.
 "$mpiddp" bench peak --seconds 1 > "$work/peak" 2>&1
 if [ -n "${BENCH_ISA:-}" ]; then

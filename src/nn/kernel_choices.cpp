@@ -170,8 +170,11 @@ void give_own_kernels(Sequential& model, CpuKernels setting, int threads, bool w
   const bool winograd =
       insists || ((setting == CpuKernels::automatic || setting == CpuKernels::own || own_winograd) && winograd_everywhere);
   // Where some rank's CPU lacks oneDNN's Winograd kernels, auto and own give the
-  // layers they would have suited mpiddp's own, F(4x4, 3x3), on every rank.
-  const bool own_winograd4 = !winograd_everywhere && (setting == CpuKernels::automatic || setting == CpuKernels::own);
+  // layers they would have suited mpiddp's own, F(4x4, 3x3), on every rank; so
+  // does tune in a build without oneDNN, which has nothing to time them against.
+  const bool own_winograd4 =
+      !winograd_everywhere && (setting == CpuKernels::automatic || setting == CpuKernels::own ||
+                               (setting == CpuKernels::tune && !cpu::onednn_linked()));
   model.visit_layers([&](const std::string&, Layer& layer, const Shape&) {
     if (setting == CpuKernels::own ? layer.has_own_kernels() : rule && layer.own_kernels_suit(threads))
       layer.set_cpu_kernels(CpuKernels::own);

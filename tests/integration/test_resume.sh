@@ -345,7 +345,7 @@ fi
 # mpiddp's own Winograd convolutions (any CPU; 3x3, stride 1, channels in eights):
 # train.cpu_kernels = own_winograd gives them to the 8-channel convolution, the
 # banner lists it, the checkpoint names it and a resume with auto takes it, bit
-# for bit, with other bits than the direct convolution's. auto never gives them.
+# for bit, with other bits than the direct convolution's.
 eights_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8
   --model.layers "conv2d(8,3,padding=1) relu conv2d(8,3,padding=2) batchnorm2d relu flatten linear" "${six_steps[@]}")
 run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd --run.dir "$WORK/ow-straight" > "$WORK/ow1.log" 2>&1 \

@@ -243,7 +243,7 @@ void run_case(hid_t file, const Case& c, std::uint64_t seed) {
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd|winograd_all|own_winograd]\n");
+    std::fprintf(stderr, "usage: layer_cases OUT.h5 [auto|onednn|openblas|own|winograd|winograd_all|own_winograd|own_winograd4]\n");
     return 2;
   }
   const char* convolutions = "";

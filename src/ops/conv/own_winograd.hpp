@@ -13,7 +13,7 @@
 //
 // All three products: the forward pass; the input gradient (dy convolved with
 // the filters turned by 180 degrees, their channels swapped, padding 2 - p); the
-// weight gradient (A dY Aᵀ of dy's 2 x 2 tiles times the input's tiles, summed
+// weight gradient (A dY Aᵀ of dy's 2 x 2 or 4 x 4 tiles times the input's tiles, summed
 // over the tiles by one product per element, back through Gᵀ w G). The rounding
 // differs from the direct convolution's by a few 1e-7 of the output's scale
 // (F(2x2)) or about 1e-6 (F(4x4), whose transforms have larger coefficients).
