@@ -1,7 +1,6 @@
 #include "own_winograd.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -187,83 +186,16 @@ void transform_filters(const float* weight, int out, int in, std::vector<float>&
   }
 }
 
-// The 8 x 8 transpose of v in place: lane j of v[i] becomes lane i of v[j]. Turns
-// 8 positions of 8 planes into 8 channels at each position, and back.
-typedef std::int32_t Shuffle8 __attribute__((vector_size(8 * sizeof(std::int32_t))));
-MPIDDP_INLINE void transpose8(Lanes8 (&v)[8]) {
-  const Shuffle8 low{0, 8, 1, 9, 4, 12, 5, 13}, high{2, 10, 3, 11, 6, 14, 7, 15};
-  const Shuffle8 even_pairs{0, 1, 8, 9, 4, 5, 12, 13}, odd_pairs{2, 3, 10, 11, 6, 7, 14, 15};
-  const Shuffle8 low_halves{0, 1, 2, 3, 8, 9, 10, 11}, high_halves{4, 5, 6, 7, 12, 13, 14, 15};
-  Lanes8 t[8], q[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(v[i], v[i + 1], low);
-    t[i + 1] = __builtin_shuffle(v[i], v[i + 1], high);
-  }
-  for (int i = 0; i < 8; i += 4)
-    for (int j = 0; j < 2; ++j) {
-      q[i + 2 * j] = __builtin_shuffle(t[i + j], t[i + j + 2], even_pairs);
-      q[i + 2 * j + 1] = __builtin_shuffle(t[i + j], t[i + j + 2], odd_pairs);
-    }
-  // q[0..3]: columns 0, 1, 2, 3 (low halves) and 4, 5, 6, 7 (high halves) of rows 0-3; q[4..7] of rows 4-7.
-  for (int j = 0; j < 4; ++j) {
-    v[j] = __builtin_shuffle(q[j], q[j + 4], low_halves);
-    v[j + 4] = __builtin_shuffle(q[j], q[j + 4], high_halves);
-  }
-}
-
 // The first rows x cols values of 8 consecutive h x w planes, interleaved into
-// `plane` ([padded rows][padded_w][8]) at row and column `offset`: 8 columns at
-// a time by a transpose, the last few through a copy filled up with zeros.
-MPIDDP_VECTOR_CLONES void interleave(const float* planes, int h, int w, int rows, int cols, int offset, int padded_w,
-                                     float* plane) {
-  const std::size_t stride = static_cast<std::size_t>(h) * w;
-  for (int r = 0; r < rows; ++r) {
-    const float* from = planes + static_cast<std::size_t>(r) * w;
-    float* to = plane + (static_cast<std::size_t>(r + offset) * padded_w + offset) * kLanes;
-    int q = 0;
-    for (; q + kLanes <= cols; q += kLanes) {
-      Lanes8 v[8];
-      for (int l = 0; l < kLanes; ++l) load(v[l], from + l * stride + q);
-      transpose8(v);
-      for (int j = 0; j < kLanes; ++j) store(to + static_cast<std::size_t>(q + j) * kLanes, v[j]);
-    }
-    if (q == cols) continue;
-    const int rest = cols - q;
-    float part[8][kLanes] = {};
-    Lanes8 v[8];
-    for (int l = 0; l < kLanes; ++l) {
-      std::memcpy(part[l], from + l * stride + q, rest * sizeof(float));
-      load(v[l], part[l]);
-    }
-    transpose8(v);
-    for (int j = 0; j < rest; ++j) store(to + static_cast<std::size_t>(q + j) * kLanes, v[j]);
-  }
-}
-
-// The other way: rows x cols positions of `plane` ([rows][cols][8]) into 8
-// consecutive h x w planes (rows <= h, cols <= w).
-MPIDDP_VECTOR_CLONES void deinterleave(const float* plane, int rows, int cols, int plane_w, int h, int w,
-                                       float* planes) {
-  const std::size_t stride = static_cast<std::size_t>(h) * w;
-  for (int r = 0; r < rows; ++r) {
-    const float* from = plane + static_cast<std::size_t>(r) * plane_w * kLanes;
-    float* to = planes + static_cast<std::size_t>(r) * w;
-    int q = 0;
-    for (; q + kLanes <= cols; q += kLanes) {
-      Lanes8 v[8];
-      for (int j = 0; j < kLanes; ++j) load(v[j], from + static_cast<std::size_t>(q + j) * kLanes);
-      transpose8(v);
-      for (int l = 0; l < kLanes; ++l) store(to + l * stride + q, v[l]);
-    }
-    if (q == cols) continue;
-    const int rest = cols - q;
-    Lanes8 v[8] = {};
-    for (int j = 0; j < rest; ++j) load(v[j], from + static_cast<std::size_t>(q + j) * kLanes);
-    transpose8(v);
-    for (int l = 0; l < kLanes; ++l) {
-      float part[kLanes];
-      store(part, v[l]);
-      std::memcpy(to + l * stride + q, part, rest * sizeof(float));
+// `plane` ([padded rows][padded_w][8]) at row and column `offset`.
+void interleave(const float* planes, int h, int w, int rows, int cols, int offset, int padded_w,
+                std::vector<float>& plane) {
+  for (int l = 0; l < kLanes; ++l) {
+    const float* image = planes + static_cast<std::size_t>(l) * h * w;
+    for (int r = 0; r < rows; ++r) {
+      float* to = &plane[(static_cast<std::size_t>(r + offset) * padded_w + offset) * kLanes + l];
+      const float* from = image + static_cast<std::size_t>(r) * w;
+      for (int q = 0; q < cols; ++q) to[static_cast<std::size_t>(q) * kLanes] = from[q];
     }
   }
 }
@@ -305,19 +237,20 @@ void transform_tiles(const float* x, const Problem<M>& p, int first, int count, 
     for (int block = 0; block < p.in; block += kLanes) {
       // (The border stays zero: only the interior is written.)
       interleave(x + (static_cast<std::size_t>(first + k) * p.in + block) * p.h * p.w, p.h, p.w, rows_in, cols_in,
-                 p.pad, padded_w, s.plane.data());
+                 p.pad, padded_w, s.plane);
       transform_plane<M>(s.plane.data(), th, tw, padded_w, element, p.in,
                          &s.tiles[static_cast<std::size_t>(k) * p.tiles() * p.in + block]);
     }
 }
 
 // Aᵀ m A + bias for every tile's products m (8 output channels of one sample's
-// tiles: m + e * element + tile * stride), into `plane` ([M tiles_h][M tiles_w][8]).
+// tiles: m + e * element + tile * stride), into the 8 planes at y.
 template <int M>
 MPIDDP_VECTOR_CLONES void transform_back_tiles(const float* m, std::size_t element, std::size_t stride,
-                                               const float* bias, int tiles_h, int tiles_w, float* plane) {
+                                               const float* bias, int tiles_h, int tiles_w, int oh, int ow,
+                                               float* y) {
   constexpr int T = M + 2;
-  const std::size_t plane_w = static_cast<std::size_t>(M) * tiles_w;
+  const std::size_t plane = static_cast<std::size_t>(oh) * ow;
   Lanes8 bl{};
   if (bias) load(bl, bias);
   for (int ti = 0; ti < tiles_h; ++ti)
@@ -330,29 +263,30 @@ MPIDDP_VECTOR_CLONES void transform_back_tiles(const float* m, std::size_t eleme
         output_1d<M>(column, r);
         for (int a = 0; a < M; ++a) t[a][b] = r[a];
       }
-      float* to = plane + (static_cast<std::size_t>(M * ti) * plane_w + M * tj) * kLanes;
-      for (int a = 0; a < M; ++a) {  // (Aᵀ m) A + bias
+      const int rows = std::min(M, oh - M * ti), cols = std::min(M, ow - M * tj);
+      float* to = y + static_cast<std::size_t>(M * ti) * ow + M * tj;
+      for (int a = 0; a < rows; ++a) {  // (Aᵀ m) A + bias
         Lanes8 r[M];
         output_1d<M>(t[a], r);
-        for (int b = 0; b < M; ++b) store(to + (a * plane_w + b) * kLanes, r[b] + bl);
+        float out[M][kLanes];
+        for (int b = 0; b < M; ++b) store(out[b], r[b] + bl);
+        for (int l = 0; l < kLanes; ++l)
+          for (int b = 0; b < cols; ++b) to[l * plane + static_cast<std::size_t>(a) * ow + b] = out[b][l];
       }
     }
 }
 
 // Aᵀ m A for every tile's products, plus the bias: samples [first, first + count) of y.
 template <int M>
-void transform_back(const Problem<M>& p, const float* bias, int first, int count, float* y, Scratch& s) {
-  const int oh = p.out_h(), ow = p.out_w(), plane_w = M * p.tiles_w();
+void transform_back(const Problem<M>& p, const float* bias, int first, int count, float* y, const Scratch& s) {
+  const int oh = p.out_h(), ow = p.out_w();
   const std::size_t chunk_tiles = static_cast<std::size_t>(count) * p.tiles(), element = spacing(chunk_tiles * p.out);
   const std::size_t plane = static_cast<std::size_t>(oh) * ow;
-  s.plane.resize(static_cast<std::size_t>(M * p.tiles_h()) * plane_w * kLanes);
   for (int k = 0; k < count; ++k)
-    for (int block = 0; block < p.out; block += kLanes) {
+    for (int block = 0; block < p.out; block += kLanes)
       transform_back_tiles<M>(&s.products[static_cast<std::size_t>(k) * p.tiles() * p.out + block], element, p.out,
-                              bias ? bias + block : nullptr, p.tiles_h(), p.tiles_w(), s.plane.data());
-      deinterleave(s.plane.data(), oh, ow, plane_w, oh, ow,
-                   y + (static_cast<std::size_t>(first + k) * p.out + block) * plane);
-    }
+                              bias ? bias + block : nullptr, p.tiles_h(), p.tiles_w(), oh, ow,
+                              y + (static_cast<std::size_t>(first + k) * p.out + block) * plane);
 }
 
 // y = x convolved with the transformed filters, chunk by chunk.
@@ -410,7 +344,7 @@ void transform_gradient_tiles(const float* dy, const Problem<M>& p, int first, i
   for (int k = 0; k < count; ++k)
     for (int block = 0; block < p.out; block += kLanes) {
       interleave(dy + (static_cast<std::size_t>(first + k) * p.out + block) * oh * ow, oh, ow, oh, ow, 0, padded_w,
-                 s.plane.data());
+                 s.plane);
       transform_gradient_plane<M>(s.plane.data(), th, tw, padded_w, element, p.out,
                                   &s.gradients[static_cast<std::size_t>(k) * p.tiles() * p.out + block]);
     }
