@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The CPU convolution decision, measured: mpiddp's convolutions as
-# train.cpu_kernels = auto runs them on this CPU (the method is printed per
-# layer) next to oneDNN's convolution as PyTorch calls it (Debian's
-# python3-torch), on the shapes of inputs/fmnist_cnn.ini's two conv2d layers,
-# 1 thread, batch 64. Each product (forward, weight gradient, input gradient)
-# is timed alone.
+# The CPU convolution decision, measured: mpiddp's convolutions on the
+# process's library (`mpiddp bench conv --kernels auto`: oneDNN's primitives
+# where the build links it, else im2col + OpenBLAS; not the per-layer kernels
+# train.cpu_kernels = auto adds, which `bench conv --kernels own|winograd|
+# own_winograd4` times; the method is printed per layer) next to oneDNN's
+# convolution as PyTorch calls it (Debian's python3-torch), on the shapes of
+# inputs/fmnist_cnn.ini's two conv2d layers, 1 thread, batch 64. Each product
+# (forward, weight gradient, input gradient) is timed alone.
 # usage: scripts/bench-conv.sh [BATCH]      environment: MPIDDP (binary)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +16,7 @@ batch=${1:-64}
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "bench-conv: needs python3-torch (/usr/bin/python3)" >&2; exit 2; }
 # field NAME LINE: the number after NAME ("forward 30.5 ms ...")
 field() { awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}' <<<"$2"; }
-printf "| layer (batch %d) | product | mpiddp (auto) ms | oneDNN (PyTorch) ms | PyTorch / mpiddp |\n" "$batch"
+printf "| layer (batch %d) | product | mpiddp (process library) ms | oneDNN (PyTorch) ms | PyTorch / mpiddp |\n" "$batch"
 printf "|---|---|---|---|---|\n"
 total_ours=0 total_torch=0
 for shape in "1 28 32" "32 14 64"; do
