@@ -13,15 +13,11 @@
 namespace mpiddp {
 namespace {
 
+// A library or layer kernel choice by its name (the settings auto and tune are no choice of their own).
 std::optional<CpuKernels> library_named(const std::string& name) {
-  if (name == "onednn") return CpuKernels::onednn;
-  if (name == "openblas") return CpuKernels::openblas;
-  if (name == "own") return CpuKernels::own;
-  if (name == "winograd") return CpuKernels::winograd;
-  if (name == "winograd_all") return CpuKernels::winograd_all;
-  if (name == "own_winograd") return CpuKernels::own_winograd;
-  if (name == "own_winograd4") return CpuKernels::own_winograd4;
-  return std::nullopt;
+  const auto choice = parse_choice<CpuKernels>(name);
+  if (choice == CpuKernels::automatic || choice == CpuKernels::tune) return std::nullopt;
+  return choice;
 }
 
 struct ParsedChoices {

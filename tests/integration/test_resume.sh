@@ -348,15 +348,22 @@ fi
 # for bit, with other bits than the direct convolution's.
 eights_run=(train /dev/null --data.train "$WORK/images" --model.input_shape 1,8,8
   --model.layers "conv2d(8,3,padding=1) relu conv2d(8,3,padding=2) batchnorm2d relu flatten linear" "${six_steps[@]}")
-run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd --run.dir "$WORK/ow-straight" > "$WORK/ow1.log" 2>&1 \
-  || fail "own_winograd run exited $?"
-grep -q "^mpiddp's own Winograd convolutions F(2x2, 3x3): layers.2$" "$WORK/ow1.log" \
-  && pass "own_winograd runs the 8-channel convolution on mpiddp's own Winograd kernels, as the banner says" \
-  || fail "own_winograd banner: $(grep -i -e kernels -e winograd "$WORK/ow1.log")"
+# own_winograd_kept TAG SETTING TILE CHOICES: the 8-channel model under
+# train.cpu_kernels = SETTING names layers.2 in the banner line of TILE, and
+# kernels_kept checks the checkpoint's CHOICES and a bit-exact resume with auto.
+own_winograd_kept() {
+  local tag=$1 setting=$2 tile=$3 choices=$4
+  run_ranks 2 "${eights_run[@]}" --train.cpu_kernels "$setting" --run.dir "$WORK/$tag-straight" > "$WORK/$tag.log" 2>&1 \
+    || fail "$setting run exited $?"
+  grep -q "^mpiddp's own Winograd convolutions $tile: layers.2$" "$WORK/$tag.log" \
+    && pass "$setting runs the 8-channel convolution on mpiddp's own Winograd $tile, as the banner says" \
+    || fail "$setting banner: $(grep -i -e kernels -e winograd "$WORK/$tag.log")"
+  kernels_kept "$tag" "$choices" "${eights_run[@]}"
+}
 # (the 1-channel convolution on the thin-convolution kernels where the CPU has AVX2, as under auto)
 eights="layers.2=own_winograd"
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then eights="layers.0=own;$eights"; fi
-kernels_kept ow "$eights" "${eights_run[@]}"
+own_winograd_kept ow own_winograd "F(2x2, 3x3)" "$eights"
 run_ranks 2 "${eights_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/ow-direct" > "$WORK/ow3.log" 2>&1 \
   || fail "onednn run exited $?"
 ! grep -q "own Winograd" "$WORK/ow3.log" \
@@ -366,12 +373,7 @@ run_ranks 2 "${eights_run[@]}" --train.cpu_kernels onednn --run.dir "$WORK/ow-di
 # own_winograd4 (F(4x4, 3x3)) the same way, with other bits than F(2x2)'s; and
 # auto gives it to that layer where a rank's oneDNN has no Winograd kernels
 # (held to AVX2 here, as on a CPU without AVX-512) and the rank runs one thread.
-run_ranks 2 "${eights_run[@]}" --train.cpu_kernels own_winograd4 --run.dir "$WORK/ow4-straight" > "$WORK/ow4.log" 2>&1 \
-  || fail "own_winograd4 run exited $?"
-grep -q "^mpiddp's own Winograd convolutions F(4x4, 3x3): layers.2$" "$WORK/ow4.log" \
-  && pass "own_winograd4 runs the 8-channel convolution on mpiddp's own F(4x4, 3x3), as the banner says" \
-  || fail "own_winograd4 banner: $(grep -i -e kernels -e winograd "$WORK/ow4.log")"
-kernels_kept ow4 "${eights}4" "${eights_run[@]}"
+own_winograd_kept ow4 own_winograd4 "F(4x4, 3x3)" "${eights}4"
 ! same_parameters "$(latest_checkpoint "$WORK/ow-straight")" "$(latest_checkpoint "$WORK/ow4-straight")" \
   && pass "own_winograd4 gives other bits than own_winograd (another algorithm)" \
   || fail "own_winograd4 ended bit-identical to own_winograd"
