@@ -121,6 +121,9 @@ def _no_constant(text):
     raise ValueError(f"{text} in the JSON")
 
 
+_resolved = {}  # (binary, its arguments) -> the JSON text of a list it resolved
+
+
 def resolve(layers, classes=None):
     """mpiddp's resolution of a layer list: one dict per layer, in order, with index, name, torch_module,
     arguments ({name: int or float}), input_argument (None for a layer without one) and input_weight_dim.
@@ -130,6 +133,11 @@ def resolve(layers, classes=None):
     args = ["inspect", "layers", "--list=" + layers, "--json"]
     if classes is not None:
         args.append(f"--classes={int(classes)}")
+    # One model is resolved several times (its modules, its ties) and each answer is
+    # a process start: the binary's answers are kept, the parsed lists are not shared.
+    key = (binary.find(), *args)
+    if key in _resolved:
+        return json.loads(_resolved[key], parse_constant=_no_constant)
     try:
         rc, out, error = binary.run(args)
     except ValueError as e:
@@ -151,6 +159,7 @@ def resolve(layers, classes=None):
         problem = f"not JSON ({e})"
     if problem:
         raise MpiddpError(f"{binary.find()} inspect layers --list --json: unexpected output: {problem}")
+    _resolved[key] = out
     return resolved
 
 
