@@ -19,6 +19,7 @@
 #  - cuDNN (~500 MB, far too large to carry): mpiddp opens it at run time, so it is
 #    not among the libraries ldd lists; gpu-check.sh finds the GPU machine's own
 #    (PyTorch's nvidia-cudnn wheel) and SKIPs the CNN rows when there is none.
+#    cuBLAS too is opened at run time; gpu-check.sh stops when there is none.
 set -euo pipefail
 dir=""
 if [ "${1:-}" = "--dir" ]; then dir=$(realpath -m "${2:?usage: gpu-bundle.sh --dir DIR [BUILD_DIR]}"); shift 2; fi

@@ -91,8 +91,9 @@ KILL_GRACE_S = 10  # timeout -k: a step that ignores SIGTERM at its limit is kil
 MIN_STEP_S = 15    # a step with less than this left of the budget is not started
 BUDGET_SPENT = "time budget (GPU_CHECK_BUDGET_S) spent"
 BUDGET_RAN_OUT = "time budget (GPU_CHECK_BUDGET_S) ran out during the step"
-# The CUDA libraries mpiddp links; without one it cannot start.
-REQUIRED = ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2")
+# The CUDA libraries mpiddp links; without one it cannot start. (cuBLAS, opened at run time, is checked through
+# `mpiddp inspect devices`.)
+REQUIRED = ("libcudart.so.13", "libnccl.so.2")
 NO_SHARDS = "no shards (prepare_fmnist did not pass)"
 # PyTorch's wheels' CUDA libraries, as python3 finds them (site-packages/nvidia/*/lib).
 FIND_NVIDIA = """import glob, os, nvidia
@@ -678,16 +679,22 @@ class GpuCheck(Check):
         checked = subprocess.run(["ldd", "-r", binary], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                  text=True, errors="replace").stdout
         unresolved = [line for line in checked.split("\n") if f"({binary})" in line]
-        old = first(unresolved, r"undefined symbol: (cuda|cublas|nccl)")
+        old = first(unresolved, r"undefined symbol: (cuda|nccl)")
         if old:
             self.die(f"a CUDA library is older than the one mpiddp was built with: {old.replace(chr(9), ' ')}")
         for line in ldd:
-            if re.search(r"lib(cudart|cublas|cublasLt|nccl)\.so", line):
+            if re.search(r"lib(cudart|nccl)\.so", line):
                 fields = line.split()
                 self.add(f"  {fields[0]} -> {fields[2] if len(fields) > 2 else ''}")
         with open(self.log("devices"), "w") as f:
             subprocess.call([self.mpiddp, "inspect", "devices"], stdout=f, stderr=subprocess.STDOUT)
         devices = lines_of(self.log("devices"))
+        # "cuBLAS yes: 13.x (file)" or "cuBLAS no - why": every GPU product needs it.
+        cublas = first(devices, r"^cuBLAS")
+        if cublas:
+            self.add(f"  {cublas}")
+        if cublas.startswith("cuBLAS no - ") and not self.dry:
+            self.die(f"required CUDA library cuBLAS: {cublas[len('cuBLAS no - '):]}")
         # "cuDNN yes: 9.x (file)" or "cuDNN no - why": the CNN rows run or SKIP with the reason.
         cudnn = first(devices, r"^cuDNN")
         self.add(f"  {cudnn or 'cuDNN: not reported (a build without CUDA)'}")

@@ -1,5 +1,6 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <utility>
 
 #include "mpiddp/cli/commands.hpp"
 #include "mpiddp/cli/options.hpp"
@@ -46,10 +47,12 @@ int inspect_devices() {
   std::printf("mpiddp %s: CUDA %s, NCCL %s\n", MPIDDP_VERSION, built_with_cuda() ? "yes" : "no",
               built_with_nccl() ? "yes" : "no");
   if (built_with_cuda()) {
-    // Whether this process can run conv2d on a GPU (cuDNN is opened at run time).
-    const CudnnInfo& cudnn = cudnn_info();
-    if (cudnn.loaded) std::printf("cuDNN yes: %s (%s)\n", cudnn.version.c_str(), cudnn.library.c_str());
-    else std::printf("cuDNN no - %s\n", cudnn.problem.c_str());
+    // Whether this process can run products and conv2d on a GPU (cuBLAS and cuDNN
+    // are opened at run time).
+    for (const auto& [name, library] : {std::pair{"cuBLAS", &cublas_info()}, std::pair{"cuDNN", &cudnn_info()}}) {
+      if (library->loaded) std::printf("%s yes: %s (%s)\n", name, library->version.c_str(), library->library.c_str());
+      else std::printf("%s no - %s\n", name, library->problem.c_str());
+    }
   }
   const CudaProbe probe = probe_cuda();
   std::printf("usable GPUs: %d%s%s\n", probe.count, probe.problem.empty() ? "" : " - ", probe.problem.c_str());

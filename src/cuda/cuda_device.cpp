@@ -19,8 +19,8 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   description_ = "cuda:" + std::to_string(ordinal) + " (" + info.name + ", PCI " + info.pci_bus_id + ")";
   check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
   check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate (copy)");
-  check(cublasCreate(&blas_), "cublasCreate");
-  check(cublasSetStream(blas_, compute_), "cublasSetStream");
+  check(cublas().cublasCreate(&blas_), "cublasCreate");
+  check(cublas().cublasSetStream(blas_, compute_), "cublasSetStream");
   for (Slot& s : slots_) {
     s.features = Matrix(this);
     check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "cudaEventCreate");
@@ -43,7 +43,7 @@ CudaDevice::~CudaDevice() {
     cudaEventDestroy(s.copied);
     cudaEventDestroy(s.consumed);
   }
-  cublasDestroy(blas_);
+  cublas().cublasDestroy(blas_);
   cudaStreamDestroy(copy_);
   cudaStreamDestroy(compute_);
 }
@@ -51,7 +51,7 @@ CudaDevice::~CudaDevice() {
 void CudaDevice::set_precision(Precision p) {
   precision_ = p;
   // fp32 must not silently use TF32 tensor cores; tf32 asks for them.
-  check(cublasSetMathMode(blas_, p == Precision::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+  check(cublas().cublasSetMathMode(blas_, p == Precision::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         "cublasSetMathMode");
 }
 

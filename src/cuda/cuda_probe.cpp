@@ -101,13 +101,13 @@ MatmulResult cuda_matmul(int ordinal, Precision precision, int size, double seco
     check(cudaMemcpy(b, source, count * element, cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   cublasHandle_t handle = nullptr;
-  check(cublasCreate(&handle), "cublasCreate");
-  if (precision == Precision::tf32) check(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode");
+  check(cublas().cublasCreate(&handle), "cublasCreate");
+  if (precision == Precision::tf32) check(cublas().cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode");
   const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const float alpha = 1.0f, beta = 0.0f;
   auto run = [&](int times) {
     for (int i = 0; i < times; ++i)
-      check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a, type, size, b, type, size,
+      check(cublas().cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a, type, size, b, type, size,
                          &beta, c, type, size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -140,7 +140,7 @@ MatmulResult cuda_matmul(int ordinal, Precision precision, int size, double seco
     }
     result.wrong = wrong_entries(host, product, size, precision, result.checked);
   }
-  cublasDestroy(handle);
+  cublas().cublasDestroy(handle);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);

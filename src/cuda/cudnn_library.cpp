@@ -4,19 +4,19 @@
 // descriptor API's types and enums are only stable within one major version.
 #include <cuda_runtime_api.h>  // CUDART_VERSION
 #include <dlfcn.h>
-#include <link.h>
 
 #include "cudnn_api.hpp"
 #include "cudnn_requirements.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/device/cuda.hpp"
+#include "runtime_library.hpp"
 
 namespace mpiddp {
 namespace cuda {
 namespace {
 
 struct Loaded {
-  CudnnInfo info;
+  GpuLibraryInfo info;
   CudnnApi api;
 };
 
@@ -26,28 +26,19 @@ std::string version_text(std::size_t version) {
          std::to_string(version % 100);
 }
 
-void* open_library(const std::string& name, std::string& problem) {
-  // RTLD_LOCAL: its symbols stay out of the global namespace (nothing else needs them).
-  if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  problem = dlerror();
-  const std::string beside_build = std::string(MPIDDP_CUDNN_BUILD_DIR) + "/" + name;
-  if (void* handle = dlopen(beside_build.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  return nullptr;
-}
-
 Loaded load() {
   Loaded out;
   out.info.built = true;
   const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
   std::string problem;
-  void* handle = open_library(name, problem);
+  void* handle = open_runtime_library(name, MPIDDP_CUDNN_BUILD_DIR, problem);
   if (!handle) {
     out.info.problem = "cuDNN not found: " + problem;
     return out;
   }
   // The handle stays open for the life of the process (no dlclose: cuDNN's
   // sub-libraries and their kernels may still be referenced at exit).
-  if (link_map* map = nullptr; dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) out.info.library = map->l_name;
+  out.info.library = runtime_library_file(handle);
 #define MPIDDP_CUDNN_RESOLVE(fn)                                                                   \
   out.api.fn = reinterpret_cast<decltype(out.api.fn)>(dlsym(handle, #fn));                          \
   if (!out.api.fn) {                                                                               \
@@ -66,7 +57,7 @@ Loaded load() {
   // cuDNN opens its sub-libraries later, by bare name, at the first convolution;
   // open them now so that a missing or broken one is this line, not a failed step.
   for (const std::string& part : cudnn_sublibraries(CUDNN_MAJOR)) {
-    if (!open_library(part, problem)) {
+    if (!open_runtime_library(part, MPIDDP_CUDNN_BUILD_DIR, problem)) {
       out.info.problem = "cuDNN " + out.info.version + " is incomplete: " + problem;
       return out;
     }
@@ -100,6 +91,6 @@ void check(cudnnStatus_t status, const char* what) {
 
 }  // namespace cuda
 
-const CudnnInfo& cudnn_info() { return cuda::loaded().info; }
+const GpuLibraryInfo& cudnn_info() { return cuda::loaded().info; }
 
 }  // namespace mpiddp

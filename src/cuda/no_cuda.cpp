@@ -10,10 +10,11 @@ const char* kNoCuda = "this mpiddp was built without CUDA (MPIDDP_ENABLE_CUDA=OF
 }
 
 bool built_with_cuda() { return false; }
-const CudnnInfo& cudnn_info() {
-  static const CudnnInfo info{false, false, "", "", kNoCuda};
+const GpuLibraryInfo& cudnn_info() {
+  static const GpuLibraryInfo info{false, false, "", "", kNoCuda};
   return info;
 }
+const GpuLibraryInfo& cublas_info() { return cudnn_info(); }
 void prefer_eager_cuda_module_loading() {}
 CudaProbe probe_cuda() { return {0, kNoCuda}; }
 CudaDeviceInfo cuda_device_info(int) { return {}; }

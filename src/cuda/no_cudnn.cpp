@@ -10,8 +10,8 @@ const char* kNoCudnn = "this mpiddp was built without cuDNN (MPIDDP_ENABLE_CUDNN
                        "when it was configured); rebuild with cuDNN, or use train.device = cpu";
 }
 
-const CudnnInfo& cudnn_info() {
-  static const CudnnInfo info{false, false, "", "", kNoCudnn};
+const GpuLibraryInfo& cudnn_info() {
+  static const GpuLibraryInfo info{false, false, "", "", kNoCudnn};
   return info;
 }
 

@@ -7,10 +7,36 @@ source "$(dirname "$0")/lib.sh"
 cat "$WORK/devices"
 if grep -q "^usable GPUs: [1-9]" "$WORK/devices"; then skip "a GPU is usable here (see gpu_training)"; fi
 grep -q "^usable GPUs: 0 - ." "$WORK/devices" && pass "inspect devices gives the reason" || fail "inspect devices"
-# A CUDA build says whether this process can open cuDNN (it needs no GPU for that), and which one or why not.
+# A CUDA build says whether this process can open cuBLAS and cuDNN (it needs no GPU for that), and which one or
+# why not. Both are opened at run time, never linked: a linked cuBLAS's start-up code made every process of a
+# CUDA build, GPU or not, start about 0.35 s later (docs/gpus.md).
 if grep -q "CUDA yes" "$WORK/devices"; then
-  grep -qE "^cuDNN (yes: [0-9]+\.[0-9]+\.[0-9]+ \(/|no - .)" "$WORK/devices" &&
-    pass "inspect devices: $(grep -m1 '^cuDNN' "$WORK/devices")" || fail "inspect devices: no cuDNN line"
+  for library in cuBLAS cuDNN; do
+    grep -qE "^$library (yes: [0-9]+\.[0-9]+\.[0-9]+ \(/|no - .)" "$WORK/devices" &&
+      pass "inspect devices: $(grep -m1 "^$library" "$WORK/devices")" || fail "inspect devices: no $library line"
+  done
+  linked=$(ldd "$MPIDDP" | { grep -oE "lib(cublas|cublasLt|cudnn)[^ ]*" || true; } | tr '\n' ' ')
+  [ -z "$linked" ] && pass "the CUDA build links neither cuBLAS nor cuDNN (opened at run time)" \
+    || fail "the CUDA build links $linked(each process then runs its start-up code)"
+  # A cuBLAS first on the library path that lacks functions mpiddp calls, or is of another major version: one
+  # line saying so, where the process would open it.
+  if command -v cc >/dev/null; then
+    mkdir -p "$WORK/old-cublas" "$WORK/other-cublas"
+    echo 'int cublasCreate_v2(void** handle) { (void)handle; return 0; }' > "$WORK/old_cublas.c"
+    cc -shared -fPIC -Wl,-soname,libcublas.so.13 -o "$WORK/old-cublas/libcublas.so.13" "$WORK/old_cublas.c"
+    LD_LIBRARY_PATH="$WORK/old-cublas" "$MPIDDP" inspect devices > "$WORK/old-cublas.log" 2>&1 || true
+    grep -q "^cuBLAS no - $WORK/old-cublas/libcublas.so.13 has no cublasGetProperty (older than" "$WORK/old-cublas.log" &&
+      pass "an old cuBLAS: $(grep -m1 '^cuBLAS' "$WORK/old-cublas.log")" ||
+      fail "an old cuBLAS: $(grep -m1 '^cuBLAS' "$WORK/old-cublas.log" || cat "$WORK/old-cublas.log")"
+    { echo 'int cublasGetProperty(int type, int* value) { *value = type == 0 ? 12 : 0; return 0; }'
+      for f in GetStatusString Create_v2 Destroy_v2 SetStream_v2 SetMathMode Sgemm_v2 Sgemv_v2 GemmEx \
+               GemmStridedBatchedEx; do echo "void cublas$f(void) {}"; done; } > "$WORK/other_cublas.c"
+    cc -shared -fPIC -Wl,-soname,libcublas.so.13 -o "$WORK/other-cublas/libcublas.so.13" "$WORK/other_cublas.c"
+    LD_LIBRARY_PATH="$WORK/other-cublas" "$MPIDDP" inspect devices > "$WORK/other-cublas.log" 2>&1 || true
+    grep -qE "^cuBLAS no - .*/libcublas.so.13 is cuBLAS 12\.0\.0, but this mpiddp was built with [0-9]+\.x$" \
+      "$WORK/other-cublas.log" && pass "another major version: $(grep -m1 '^cuBLAS' "$WORK/other-cublas.log")" ||
+      fail "another major version: $(grep -m1 '^cuBLAS' "$WORK/other-cublas.log" || cat "$WORK/other-cublas.log")"
+  fi
 fi
 
 make_blobs_shards "$WORK/train" 600 1 2

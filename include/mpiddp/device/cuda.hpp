@@ -12,18 +12,23 @@ namespace mpiddp {
 bool built_with_cuda();
 bool built_with_nccl();
 
-// cuDNN (the GPU's convolutions): whether this build can use it, and whether
-// this process found it. It is opened at run time, the first time this is asked
-// (a GPU model with a conv2d layer, or `inspect devices`), so a build with cuDNN
-// still runs everything else where cuDNN is missing.
-struct CudnnInfo {
-  bool built = false;    // MPIDDP_ENABLE_CUDNN found it at configure time
-  bool loaded = false;   // this process opened a usable libcudnn
+// A CUDA library opened at run time: whether this build can use it, and whether
+// this process found it.
+struct GpuLibraryInfo {
+  bool built = false;    // the build found it at configure time
+  bool loaded = false;   // this process opened a usable one
   std::string version;   // "9.19.0" when loaded
   std::string library;   // the file it opened
   std::string problem;   // why not, when !loaded
 };
-const CudnnInfo& cudnn_info();
+// cuDNN (the GPU's convolutions), opened the first time this is asked (a GPU
+// model with a conv2d layer, or `inspect devices`), so a build with cuDNN still
+// runs everything else where cuDNN is missing.
+const GpuLibraryInfo& cudnn_info();
+// cuBLAS (the GPU's matrix products), opened the first time this is asked (a GPU
+// device, `bench matmul`, `inspect devices`): linked, it made every process start
+// about 0.35 s slower (cuBLASLt's start-up code touches ~26 000 pages), GPU or not.
+const GpuLibraryInfo& cublas_info();
 
 // Call first thing in main, before MPI or CUDA start: sets CUDA_MODULE_LOADING=EAGER
 // unless the environment already names a mode. With CUDA's default lazy loading

@@ -89,7 +89,7 @@ class CudaAttentionOps final : public AttentionOps {
             long long stride_c, int batch) {
     const cublasComputeType_t compute =
         device_.precision() == Precision::fp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-    check(cublasGemmStridedBatchedEx(device_.blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+    check(cublas().cublasGemmStridedBatchedEx(device_.blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      n, m, k, &alpha, b.data, CUDA_R_32F, b.ld, b.stride, a.data, CUDA_R_32F, a.ld,
                                      a.stride, &beta, c, CUDA_R_32F, ldc, stride_c, batch, compute,
                                      CUBLAS_GEMM_DEFAULT),

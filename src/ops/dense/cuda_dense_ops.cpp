@@ -65,7 +65,7 @@ class CudaDenseOps final : public DenseOps {
     // db = dy^T ones: a fixed-order reduction (no atomics), like the CPU's column sums.
     if (!db) return;  // a layer without bias
     const float one = 1.0f;
-    check(cublasSgemv(device_.blas(), CUBLAS_OP_N, out, n, &one, dy, out, ones(n), 1, &beta, db, 1),
+    check(cublas().cublasSgemv(device_.blas(), CUBLAS_OP_N, out, n, &one, dy, out, ones(n), 1, &beta, db, 1),
           "cublasSgemv (bias)");
   }
 
@@ -99,12 +99,12 @@ class CudaDenseOps final : public DenseOps {
     if (device_.precision() == Precision::bf16) {
       const __nv_bfloat16* a16 = a.bf16 ? a.bf16 : converted(bf16_a_, a);
       const __nv_bfloat16* b16 = b.bf16 ? b.bf16 : converted(bf16_b_, b);
-      check(cublasGemmEx(device_.blas(), ta, tb, m, n, k, &alpha, a16, CUDA_R_16BF, lda, b16, CUDA_R_16BF, ldb, &beta,
+      check(cublas().cublasGemmEx(device_.blas(), ta, tb, m, n, k, &alpha, a16, CUDA_R_16BF, lda, b16, CUDA_R_16BF, ldb, &beta,
                          c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx (bf16)");
       return;
     }
-    check(cublasSgemm(device_.blas(), ta, tb, m, n, k, &alpha, a.fp32, lda, b.fp32, ldb, &beta, c, ldc),
+    check(cublas().cublasSgemm(device_.blas(), ta, tb, m, n, k, &alpha, a.fp32, lda, b.fp32, ldb, &beta, c, ldc),
           "cublasSgemm");
   }
 
