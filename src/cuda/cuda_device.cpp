@@ -14,6 +14,10 @@
 namespace mpiddp::cuda {
 
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
+  // cuBLAS is opened before the context exists, as when it was linked (its kernels
+  // then load with the context, under eager module loading) and so that a missing
+  // one is this one-line error before any GPU work.
+  cublas();
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   const CudaDeviceInfo info = cuda_device_info(ordinal);
   description_ = "cuda:" + std::to_string(ordinal) + " (" + info.name + ", PCI " + info.pci_bus_id + ")";

@@ -77,6 +77,7 @@ std::size_t wrong_entries(const std::vector<float>& host, const std::vector<floa
 
 MatmulResult cuda_matmul(int ordinal, Precision precision, int size, double seconds) {
   using namespace cuda;
+  cublas();  // opened before the context, as CudaDevice does
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   const std::size_t count = static_cast<std::size_t>(size) * size;
   const bool bf16 = precision == Precision::bf16;
