@@ -23,7 +23,7 @@ echo "KILLS_SEED=$KILLS_SEED (set it to replay this run's kill points)"
 make_blobs_shards "$WORK/train" 2000 1 2
 # 12.7 MB checkpoints (with AdamW state) after every step: the writer is busy most of the time.
 args=(train --data.train "$WORK/train" --model.hidden 1024,1024 --optim.name adamw --optim.lr 0.001
-      --train.batch_size 16 --train.epochs 10 --train.log_every 1000 --checkpoint.keep 2 --dist.timeout_s 60)
+      --train.batch_size 16 --train.epochs 10 --train.log_every 1000 --checkpoint.keep 2)
 
 run_ranks 2 "${args[@]}" --run.dir "$WORK/reference" --checkpoint.every_epochs 0 --checkpoint.every_steps 0 \
   --checkpoint.every_minutes 1000 > /dev/null 2>&1 || fail "reference run"

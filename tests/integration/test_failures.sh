@@ -5,7 +5,7 @@
 # (A full disk: test_full_disk.sh.) Signals and truncation wait for a progress
 # line first, so they land mid-training however slow the machine is.
 source "$(dirname "$0")/lib.sh"
-PROGRESS_LIMIT=${PROGRESS_LIMIT:-120}   # seconds to the first progress line (about 1 s here)
+PROGRESS_LIMIT=${PROGRESS_LIMIT:-$RUN_TIMEOUT}   # seconds to the first progress line (about 1 s here; a backstop)
 # Backstop for a job's end after a rank died (about 1 s here); only a real hang reaches it.
 END_LIMIT=${END_LIMIT:-120}
 
@@ -54,8 +54,9 @@ else fail "SIGKILL: no rank 1 to kill in a running job"; kill_job "$job"; fi
 
 # SIGTERM / SIGUSR1 from outside, to one rank: agreed stop, checkpoint, exit 75, resume finishes.
 # The ranks are frozen while the signal is sent, so it lands mid-training however fast
-# the machine (300 epochs take about 9 s here, so the job is still running when the
-# first progress line is seen; the resume runs the rest).
+# the machine (300 epochs, 37 500 steps, so the job is still running when the first
+# progress line is seen). The resume runs 250 steps past the stop, not the rest: each
+# step waits on two collectives, and on a busy machine 37 000 of them took minutes.
 for sig in TERM USR1; do
   dir=$WORK/sig$sig
   "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 300 --run.dir "$dir" > "$dir.log" 2>&1 &
@@ -75,9 +76,11 @@ for sig in TERM USR1; do
     # The whole log (a rank's own last words come before the launcher's), and what the run left behind.
     fail "SIG$sig: rc $JOB_RC"; grep -v "^epoch " "$dir.log" | tail -25; ls -l "$dir" "$dir/checkpoints" 2>&1 | tail -12
   fi
-  run_ranks 2 "${base[@]}" --train.epochs 300 --run.dir "$dir" --resume auto > "$dir.resume.log" 2>&1 \
-    && [ "$(json_field "$dir/summary.json" status)" = completed ] && pass "SIG$sig: resumed to the end" \
-    || fail "SIG$sig resume"
+  stopped=$(sed -n 's/^ckpt-step-0*\([0-9][0-9]*\)\.h5$/\1/p' "$dir/checkpoints/latest" 2>/dev/null || true)
+  run_ranks 2 "${base[@]}" --train.epochs 300 --train.max_steps $((${stopped:-0} + 250)) --run.dir "$dir" \
+    --resume auto > "$dir.resume.log" 2>&1 && [ "$(json_field "$dir/summary.json" status)" = completed ] \
+    && [ "$(json_field "$dir/summary.json" steps)" = $((${stopped:-0} + 250)) ] \
+    && pass "SIG$sig: resumed from step $stopped to its end (step $((stopped + 250)))" || fail "SIG$sig resume"
 done
 
 # A shard truncated under a running job: one clear line, no crash (SIGBUS) and no hang.

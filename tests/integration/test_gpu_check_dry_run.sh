@@ -49,7 +49,7 @@ for package in $PACKAGES; do
 done
 "$@"
 EOF
-hidden() { PACKAGES="$packages" EMPTY="$WORK/empty" timeout 7200 unshare -m --propagation private bash "$WORK/hidden.sh" "$@"; }
+hidden() { PACKAGES="$packages" EMPTY="$WORK/empty" timeout 3000 unshare -m --propagation private bash "$WORK/hidden.sh" "$@"; }
 
 hidden bash -c '[ ! -s "$(readlink -f /usr/lib/x86_64-linux-gnu/libmpi.so.40)" ] && [ ! -s /etc/openmpi/openmpi-mca-params.conf ]' &&
   pass "libmpi and /etc/openmpi are hidden in the namespace" || fail "the system's files are not hidden"

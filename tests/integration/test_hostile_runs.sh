@@ -153,14 +153,14 @@ for line in open(sys.argv[1]):
 long=(--train.epochs 100000 --train.log_every 1)
 "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" > "$WORK/busy.log" 2>&1 &
 job=$!
-if wait_for_line "$job" "$WORK/busy.log" "samples/s" 120 && holder=$(rank_pid "$job" 0) && [ -n "$holder" ]; then
+if wait_for_line "$job" "$WORK/busy.log" "samples/s" "$RUN_TIMEOUT" && holder=$(rank_pid "$job" 0) && [ -n "$holder" ]; then
   snapshot "$WORK/busy" | grep -v -e metrics.jsonl -e checkpoints > "$WORK/busy.snap" || true
   expect_error second-resume 2 "run.dir $WORK/busy is in use by another job (host $(hostname), pid $holder" \
     "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" --resume auto
   expect_error second-fresh 2 "run.dir $WORK/busy already holds a run" "${T[@]}" --run.dir "$WORK/busy"
   ls "$WORK/busy/checkpoints" | grep -q "not-this-run" && fail "checkpoints renamed .not-this-run" \
     || pass "the running job's checkpoints were left alone"
-  kill -9 "$holder"; end_job "$job" 120 || true
+  kill -9 "$holder"; end_job "$job" "$RUN_TIMEOUT" || true
   # The killed job's lock went with its process: the requeue runs.
   # A few steps past the newest checkpoint file (the kill may have come after a
   # rename and before `latest` was updated).
@@ -195,7 +195,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/fs" && mount -t tmpfs -o size=4m tmpfs 
   "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --checkpoint.every_steps 0 --checkpoint.every_epochs 0 \
     --run.dir "$WORK/fs/run" > "$WORK/full.log" 2>&1 &
   job=$!
-  if wait_for_line "$job" "$WORK/full.log" "samples/s" 120; then
+  if wait_for_line "$job" "$WORK/full.log" "samples/s" "$RUN_TIMEOUT"; then
     dd if=/dev/zero of="$WORK/fs/filler" bs=1k count=8192 status=none 2>/dev/null || true
     end_job "$job" 300 || true
     # (Not anchored at the line's start: mpirun may forward a rank's stderr in the
