@@ -14,7 +14,11 @@ a model.layers model with the same layers. Names of a plain torch.nn.Sequential
 IN.pt is loaded with torch.load(weights_only=True): tensors and plain containers
 only, so a crafted file cannot run code while it is read. A whole saved module
 (torch.save(model, ...)) needs Python's full unpickler, which runs whatever the
-file says: it is refused; save model.state_dict() instead. bfloat16, float16 and float64 tensors are converted to float32 (a note
+file says: it is refused; save model.state_dict() instead. Before that, the
+archive itself is checked for what PyTorch 1.13's loader gets wrong: a TorchScript
+archive (torch.jit.save) is refused, since weights_only hands it to torch.jit.load,
+which runs the module's code; and every tensor storage must fit in its record
+(a storage declared larger than its record is read past its end). bfloat16, float16 and float64 tensors are converted to float32 (a note
 says so); sparse, quantized, complex and integer parameters are refused.
 
 OUT.h5 is written to a temporary file next to it and renamed into place; an
@@ -24,8 +28,10 @@ Needs h5py and torch (Debian: python3-h5py python3-torch; run with /usr/bin/pyth
 where python3 is another Python).
 """
 import inspect
+import io
 import pickle
 import sys
+import zipfile
 
 from .cli import parser_from_doc
 from .errors import die, need, note, one_line, set_program
@@ -35,10 +41,92 @@ from .files import refuse_existing, refuse_input, write_atomically
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 
 
+# Bytes per element of the storage classes a state_dict's pickle names.
+STORAGE_BYTES = {"DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
+                 "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
+                 "ComplexDoubleStorage": 16, "ComplexFloatStorage": 8, "QInt8Storage": 1, "QUInt8Storage": 1,
+                 "QInt32Storage": 4, "QUInt4x2Storage": 1, "QUInt2x4Storage": 1, "UntypedStorage": 1}
+
+
+class _Inert:
+    """What every name in a pickle stands for while it is scanned: it accepts any call, item or state and does
+    nothing, so no code the file names ever runs."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Inert()
+
+    def __setstate__(self, state):
+        pass
+
+    def __setitem__(self, key, value):
+        pass
+
+    def append(self, value):
+        pass
+
+    def extend(self, values):
+        pass
+
+
+class _StorageScan(pickle.Unpickler):
+    """Reads a state_dict's pickle only for the storages it declares: (storage class name, record key, elements)."""
+
+    def __init__(self, data):
+        super().__init__(io.BytesIO(data))
+        self.storages = []
+
+    def find_class(self, module, name):
+        return name if module.split(".")[0] == "torch" and name.endswith("Storage") else _Inert
+
+    def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage":
+            self.storages.append((pid[1], pid[2], pid[4]))
+        return _Inert()
+
+
+def check_archive(path):
+    """Refuses a TorchScript archive and a storage larger than its record (see the module's text); the
+    legacy (non-zip) format keeps each storage's size beside its bytes."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        die(f"{path}: cannot read ({one_line(e)})")
+    with archive:
+        names = archive.namelist()
+        if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+            die(f"{path}: a TorchScript archive (torch.jit.save), refused: loading one runs its code; from-torch "
+                f"reads a state_dict saved with torch.save(model.state_dict(), ...)")
+        pickles = [n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")]
+        if len(pickles) != 1:
+            return  # not torch.save's layout: torch.load says so in its own words
+        prefix = pickles[0][: -len("data.pkl")]
+        scan = _StorageScan(archive.read(pickles[0]))
+        try:
+            scan.load()
+        except Exception as e:  # noqa: BLE001 (whatever the scan cannot follow, the loader is not given)
+            die(f"{path}: its data.pkl cannot be read as a state_dict ({type(e).__name__}: {one_line(e)})")
+        sizes = {info.filename: info.file_size for info in archive.infolist()}
+        for kind, key, elements in scan.storages:
+            record = f"{prefix}data/{key}"
+            if kind not in STORAGE_BYTES or not isinstance(elements, int) or elements < 0:
+                die(f"{path}: storage '{key}' is declared as {elements!r} elements of {kind!r}; not a state_dict")
+            if record not in sizes:
+                die(f"{path}: storage '{key}' has no record {record}")
+            if sizes[record] < elements * STORAGE_BYTES[kind]:
+                die(f"{path}: storage '{key}' declares {elements} elements ({elements * STORAGE_BYTES[kind]} "
+                    f"bytes) but its record holds {sizes[record]} bytes (damaged or crafted file)")
+
+
 def load(torch, path):
     """The object in a .pt file: tensors and plain containers only (the file is untrusted)."""
     if "weights_only" not in inspect.signature(torch.load).parameters:
         die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
+    check_archive(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except OSError as e:
@@ -117,6 +205,8 @@ def as_array(torch, np, path, key, tensor, counter, converted):
         die(f"{path}: '{key}' is a quantized tensor ({tensor.dtype}); save it dequantized (tensor.dequantize())")
     if tensor.is_meta:
         die(f"{path}: '{key}' is a meta tensor: it holds no values")
+    if tensor.dim() > 32:
+        die(f"{path}: '{key}' has {tensor.dim()} dimensions; an HDF5 dataset holds at most 32")
     dtype = str(tensor.dtype).replace("torch.", "")
     tensor = tensor.detach().cpu()
     if counter:

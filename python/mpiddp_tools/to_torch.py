@@ -52,6 +52,9 @@ def check_outputs(outputs, checkpoint, force):
 
 def read_checkpoint(h5py, path):
     """The /params and /buffers arrays (name -> numpy array) and the stored input file."""
+    # HDF5's open would block forever on a FIFO, or read a device without end.
+    if os.path.exists(path) and not os.path.isfile(path):
+        die(f"{path}: not a regular file; to-torch reads an mpiddp checkpoint (HDF5)")
     try:
         f = h5py.File(path, "r")
     except OSError as e:

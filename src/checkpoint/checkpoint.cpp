@@ -25,6 +25,7 @@
 #include "format3.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
+#include "io/stored_extent.hpp"
 
 namespace mpiddp {
 namespace {
@@ -92,21 +93,27 @@ void read_arrays(hid_t file, const std::string& group, const std::vector<Paramet
     const std::string name = group + "/" + p.name;
     if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
       throw InputError(path + ": no dataset '" + name + "' (a checkpoint of another model?)");
-    h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
-    h5::Handle space(H5Dget_space(dataset.get()), H5Sclose);
-    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, H5Sget_simple_extent_ndims(space.get()))));
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    h5::Handle dataset(H5Oopen(file, name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (!dataset || H5Iget_type(dataset.get()) != H5I_DATASET)
+      throw InputError(path + ": '" + name + "' is not a dataset (damaged or edited file?)");
+    h5::Handle type(H5Dget_type(dataset.get()), H5Tclose);
+    if (!type || H5Tget_class(type.get()) != H5T_FLOAT)
+      throw InputError(path + ": '" + name + "' does not hold floating-point values (damaged or edited file?)");
+    const std::vector<hsize_t> dims = h5::dataset_extent(dataset.get());
     const std::vector<std::size_t> shape(dims.begin(), dims.end());
     if (shape != p.shape) {
       auto text = [](const std::vector<std::size_t>& s) {
         std::string t;
         for (auto d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
-        return t;
+        return t.empty() ? std::string("a scalar") : t;
       };
       throw InputError(path + ": '" + name + "' is " + text(shape) + " but the model's is " + text(p.shape) +
                        " (a checkpoint of another model?)");
     }
     if (!read_data) continue;
+    // A dataset never written reads as its fill value: zeros (or any value the
+    // file chose) in place of weights, without a word.
+    h5::check_stored_extent(dataset.get(), dims, path + ": '" + name + "'");
     h5::check<InputError>(
         H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data() + p.offset),
         path + ": cannot read '" + name + "' (damaged file?)");
@@ -156,6 +163,7 @@ StagedBuffers read_buffers(hid_t file, const ParameterStore& params, const std::
     h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
     h5::Handle space(H5Dget_space(dataset.get()), H5Sclose);
     std::int64_t value = -1;
+    if (dataset) h5::check_stored_extent(dataset.get(), h5::dataset_extent(dataset.get()), path + ": '" + name + "'");
     if (H5Sget_simple_extent_npoints(space.get()) != 1 ||
         H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0 || value < 0)
       throw InputError(path + ": '" + name + "' is not one count of at least 0 (damaged or edited checkpoint)");
@@ -337,9 +345,9 @@ std::string new_run_id() {
 std::string checkpoint_run_id(const std::string& path) {
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file || !h5::has_attribute(file.get(), "format_version") || !h5::has_attribute(file.get(), "run_id")) return "";
   try {
+    h5::Handle file = h5::open_read_only(path, path);
+    if (!file || !h5::has_attribute(file.get(), "format_version") || !h5::has_attribute(file.get(), "run_id")) return "";
     return h5::read_string_attribute(file.get(), "run_id", path);
   } catch (const InputError&) {
     return "";
@@ -351,7 +359,7 @@ void read_initial_weights(const std::string& path, ParameterStore& params) {
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   const std::string where = "model.init " + path;
   if (::access(path.c_str(), R_OK) != 0) throw InputError(where + ": cannot read (" + std::strerror(errno) + ")");
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle file = h5::open_read_only(path, where);
   if (!file) throw InputError(where + ": not a readable HDF5 file");
   h5::refuse_outside_storage(file.get(), where);
   if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0)
@@ -369,7 +377,7 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read checkpoint (" + std::strerror(errno) + ")");
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle file = h5::open_read_only(path, path);
   if (!file) throw InputError(path + ": not a readable HDF5 checkpoint (truncated or damaged?)");
   h5::refuse_outside_storage(file.get(), path);
   const hid_t f = file.get();

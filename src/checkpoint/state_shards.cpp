@@ -96,9 +96,8 @@ void scatter_state_shards(const std::string& path, const std::vector<Parameter>&
     int next = 1;
     try {
       std::lock_guard<std::mutex> hdf5(h5::library_mutex());
-      h5::Handle file(h5::check_id<InputError>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
-                                               path + ": cannot reopen to read the optimizer shards"),
-                      H5Fclose);
+      h5::Handle file = h5::open_read_only(path, path);
+      if (!file) throw InputError(path + ": cannot reopen to read the optimizer shards");
       const std::string group_name = "optimizer/" + state.name;
       h5::Handle group(h5::check_id<InputError>(H5Gopen2(file.get(), group_name.c_str(), H5P_DEFAULT),
                                                 path + ": no group " + group_name),

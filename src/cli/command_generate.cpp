@@ -33,7 +33,7 @@ constexpr std::size_t kBytes = 256;
 
 std::string stored_input_file(const std::string& path) {
   h5::silence_errors();
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle file = h5::open_read_only(path, path);
   if (!file) throw InputError(path + ": not a readable HDF5 file");
   h5::refuse_outside_storage(file.get(), path);
   if (!h5::has_attribute(file.get(), "config")) throw InputError(path + ": no stored input file (not an mpiddp checkpoint)");
@@ -88,6 +88,11 @@ int command_generate(const std::vector<std::string>& args) {
   if (vocab != kBytes)
     throw InputError(checkpoint + ": generate prints bytes, but the model's vocabulary is " + std::to_string(vocab));
   auto model = build_model(config.model, Shape{static_cast<std::size_t>(context)}, vocab, config.train.seed);
+  // Every byte value is a token id here: the embedding's table must have a row for each.
+  for (const Parameter& p : model->parameters().list())
+    if (p.name == "layers.0.weight" && p.shape.size() == 2 && p.shape[0] < kBytes)
+      throw InputError(checkpoint + ": its embedding has " + std::to_string(p.shape[0]) +
+                       " rows (num_embeddings), fewer than the 256 byte values generate feeds it");
   read_initial_weights(checkpoint, model->parameters());
 
   std::vector<int> text(prompt.begin(), prompt.end());

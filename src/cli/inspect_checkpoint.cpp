@@ -74,7 +74,7 @@ herr_t collect(hid_t group, const char* name, const ObjectInfo* info, void* out)
 
 int inspect_checkpoint(const std::string& path) {
   h5::silence_errors();
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle file = h5::open_read_only(path, path);
   if (!file) throw InputError(path + ": not a readable HDF5 file");
   h5::refuse_outside_storage(file.get(), path);
   for (const char* key : {"format_version", "epoch", "step_in_epoch", "global_step", "world_size", "seed",

@@ -146,7 +146,7 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
   // No sieve buffer: with it, every scattered row read pulls in 64 KiB around it.
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_sieve_buf_size(access.get(), 0);
-  shard.file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
+  shard.file = h5::open_read_only(path, path, access.get());
   if (!shard.file) throw InputError(path + ": not a readable HDF5 file");
   shard.bytes = h5::file_bytes(shard.file.get());
   h5::refuse_outside_storage(shard.file.get(), path);

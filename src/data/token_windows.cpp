@@ -29,7 +29,7 @@ TokenWindows::TokenWindows(const std::vector<std::string>& paths, int context) :
 void TokenWindows::open(Shard& shard) {
   const std::string& path = shard.path;
   if (::access(path.c_str(), R_OK) != 0) throw InputError(path + ": cannot read shard (" + std::strerror(errno) + ")");
-  shard.file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  shard.file = h5::open_read_only(path, path);
   if (!shard.file) throw InputError(path + ": not a readable HDF5 file");
   h5::refuse_outside_storage(shard.file.get(), path);
   if (H5Lexists(shard.file.get(), "tokens", H5P_DEFAULT) <= 0)

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <mutex>
 
 #include "mpiddp/common/error.hpp"
@@ -77,6 +79,15 @@ void refuse_shrunk(hid_t file, std::int64_t bytes_at_open, const std::string& pa
     throw InputError(path + ": shard was truncated while training");
 }
 
+Handle open_read_only(const std::string& path, const std::string& where, hid_t access) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw InputError(where + ": not a regular file (" +
+                     (S_ISDIR(info.st_mode) ? "a directory" : S_ISFIFO(info.st_mode) ? "a FIFO" : "a device or socket") +
+                     "); mpiddp reads HDF5 files");
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access), H5Fclose);
+}
+
 bool has_attribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
 
 std::vector<std::string> link_names(hid_t group, const std::string& where) {
@@ -95,10 +106,31 @@ std::vector<std::string> link_names(hid_t group, const std::string& where) {
 }
 
 namespace {
-template <class T>
-T read_scalar(hid_t object, const char* name, hid_t type, const std::string& where) {
+// The attribute `name` of `object`, open, after checking what it holds: values of
+// one of `classes` (H5T_INTEGER, ...), and, with `single`, exactly one of them
+// (a scalar or a one-element array). Readers size their buffers from these checks:
+// an attribute of two values read into one would write past it.
+Handle open_attribute(hid_t object, const char* name, std::initializer_list<H5T_class_t> classes, const char* kind,
+                      bool single, const std::string& where) {
+  const std::string attribute = where + ": attribute '" + name + "'";
   Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
               H5Aclose);
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  const H5T_class_t found = type ? H5Tget_class(type.get()) : H5T_NO_CLASS;
+  if (std::find(classes.begin(), classes.end(), found) == classes.end())
+    throw InputError(attribute + " is not " + kind + " (damaged or edited file?)");
+  Handle space(H5Aget_space(attr.get()), H5Sclose);
+  const hssize_t values = space ? H5Sget_simple_extent_npoints(space.get()) : -1;
+  if (values < 0) throw InputError(attribute + ": cannot read its extent (damaged file?)");
+  if (single && values != 1)
+    throw InputError(attribute + " holds " + std::to_string(values) + " values, not one (damaged or edited file?)");
+  return attr;
+}
+
+template <class T>
+T read_scalar(hid_t object, const char* name, hid_t type, std::initializer_list<H5T_class_t> classes,
+              const char* kind, const std::string& where) {
+  Handle attr = open_attribute(object, name, classes, kind, true, where);
   T value{};
   check<InputError>(H5Aread(attr.get(), type, &value), where + ": cannot read attribute '" + name + "'");
   return value;
@@ -115,10 +147,11 @@ void write_scalar(hid_t object, const char* name, hid_t type, T value) {
 }  // namespace
 
 double read_double_attribute(hid_t object, const char* name, const std::string& where) {
-  return read_scalar<double>(object, name, H5T_NATIVE_DOUBLE, where);
+  return read_scalar<double>(object, name, H5T_NATIVE_DOUBLE, {H5T_FLOAT, H5T_INTEGER}, "a number", where);
 }
+// An integer attribute stored as a float (256.7) is refused, not truncated.
 std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where) {
-  return read_scalar<std::int64_t>(object, name, H5T_NATIVE_INT64, where);
+  return read_scalar<std::int64_t>(object, name, H5T_NATIVE_INT64, {H5T_INTEGER}, "an integer", where);
 }
 void write_double_attribute(hid_t object, const char* name, double value) {
   write_scalar(object, name, H5T_NATIVE_DOUBLE, value);
@@ -128,8 +161,7 @@ void write_int_attribute(hid_t object, const char* name, std::int64_t value) {
 }
 
 std::vector<std::int64_t> read_int_array_attribute(hid_t object, const char* name, const std::string& where) {
-  Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
-              H5Aclose);
+  Handle attr = open_attribute(object, name, {H5T_INTEGER}, "integers", false, where);
   Handle space(H5Aget_space(attr.get()), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   std::vector<std::int64_t> values(static_cast<std::size_t>(n > 0 ? n : 0));
@@ -164,14 +196,18 @@ void write_string_attribute(hid_t object, const char* name, const std::string& v
 }
 
 std::string read_string_attribute(hid_t object, const char* name, const std::string& where) {
-  Handle attr(check_id<InputError>(H5Aopen(object, name, H5P_DEFAULT), where + ": missing attribute '" + name + "'"),
-              H5Aclose);
+  Handle attr = open_attribute(object, name, {H5T_STRING}, "text", true, where);
   Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tis_variable_str(type.get()) > 0) throw InputError(where + ": attribute '" + name + "' is a variable string");
   const std::size_t size = H5Tget_size(type.get());
   std::string value(size, '\0');
   check<InputError>(H5Aread(attr.get(), type.get(), value.data()), where + ": cannot read attribute '" + name + "'");
-  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
+  // NULs pad a fixed-size string at its end; one before more text would cut it
+  // short without a word (the rest of a kernel-choice list, say).
+  const std::size_t end = value.find('\0');
+  if (end != std::string::npos && value.find_first_not_of('\0', end) != std::string::npos)
+    throw InputError(where + ": attribute '" + name + "' holds a NUL character inside its text (damaged or edited file?)");
+  value.resize(end == std::string::npos ? value.size() : end);
   return value;
 }
 

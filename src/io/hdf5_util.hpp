@@ -77,6 +77,12 @@ std::int64_t file_bytes(hid_t file);
 // holds fewer bytes than `bytes_at_open` (file_bytes then; -1: never refused).
 void refuse_shrunk(hid_t file, std::int64_t bytes_at_open, const std::string& path);
 
+// H5Fopen, read-only, of `path` once it is known to be a regular file: HDF5's
+// open would block forever on a FIFO (and act on no signal meanwhile) or read a
+// device without end. InputError naming `where` for anything else; an invalid
+// handle where HDF5 cannot open it (the caller says why in its own words).
+Handle open_read_only(const std::string& path, const std::string& where, hid_t access = H5P_DEFAULT);
+
 bool has_attribute(hid_t object, const char* name);
 // The names of a group's members (links), in name order.
 std::vector<std::string> link_names(hid_t group, const std::string& where);

@@ -5,6 +5,14 @@
 
 namespace mpiddp::h5 {
 
+std::vector<hsize_t> dataset_extent(hid_t dataset) {
+  Handle space(H5Dget_space(dataset), H5Sclose);
+  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank > 0 ? rank : 0));
+  if (!dims.empty()) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
 std::string extent_text(const std::vector<hsize_t>& dims) {
   std::string text;
   for (const hsize_t d : dims) text += (text.empty() ? "" : " x ") + std::to_string(d);

@@ -15,6 +15,9 @@ namespace mpiddp::h5 {
 // layouts are accepted as they are.
 void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where);
 
+// A dataset's extent (empty for a scalar).
+std::vector<hsize_t> dataset_extent(hid_t dataset);
+
 // "4 x 2000000000": an extent for messages.
 std::string extent_text(const std::vector<hsize_t>& dims);
 

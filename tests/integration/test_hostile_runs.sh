@@ -184,7 +184,10 @@ if [ "$rcs" = "0 2 " ] || [ "$rcs" = "2 0 " ]; then
   grep -q -e "is in use by another job" -e "already holds a run" "$WORK/race$loser.log" \
     && pass "racing fresh starts: one ran, one was refused: $(grep '^mpiddp: error' "$WORK/race$loser.log")" \
     || fail "racing fresh starts: $(grep '^mpiddp: error' "$WORK/race$loser.log")"
-else fail "racing fresh starts exited $rcs"; fi
+else
+  fail "racing fresh starts exited $rcs"
+  for i in 1 2; do echo "--- racer $i:"; grep -v -e "^epoch " -e "^  " "$WORK/race$i.log" | tail -8; done >&2
+fi
 ls "$WORK/race/checkpoints" | grep -q "not-this-run" && fail "race: checkpoints renamed .not-this-run" \
   || [ "$(json_field "$WORK/race/summary.json" steps)" = 20 ] && pass "race: the winner's run is complete and its own" \
   || fail "race: summary $(cat "$WORK/race/summary.json" 2>/dev/null)"

@@ -68,6 +68,52 @@ torch.save({"0.weight": torch.ones(2, 3, dtype=torch.complex64)}, f"{d}/complex.
 torch.save({"0.weight": torch.ones(2, 3, dtype=torch.int32)}, f"{d}/int.pt")
 torch.save({"0.weight": torch.full((2, 3), 1e300, dtype=torch.float64)}, f"{d}/overflow.pt")
 torch.save({"0.weight": torch.ones(2), "1.num_batches_tracked": torch.tensor(2.5)}, f"{d}/float-counter.pt")
+torch.save({"0.weight": torch.ones([1] * 33)}, f"{d}/dims33.pt")
+# A TorchScript archive whose module's __setstate__ overwrites a file: PyTorch 1.13's weights_only load hands such
+# an archive to torch.jit.load, which runs it. (Scripting needs the class's source in a file.)
+with open(f"{d}/victim.txt", "w") as victim:
+    victim.write("intact!")
+with open(f"{d}/writer_module.py", "w") as source:
+    source.write(f"""
+import torch
+from typing import Tuple
+class Writer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+    @torch.jit.export
+    def __getstate__(self) -> Tuple[torch.Tensor, bool]:
+        return (self.w, self.training)
+    @torch.jit.export
+    def __setstate__(self, state: Tuple[torch.Tensor, bool]) -> None:
+        self.w = state[0]
+        self.training = state[1]
+        t = torch.from_file({d + '/victim.txt'!r}, shared=True, size=7, dtype=torch.uint8)
+        t.copy_(torch.tensor([80, 87, 78, 69, 68, 33, 33], dtype=torch.uint8))
+        print(t.sum())
+    def forward(self, x):
+        return x * self.w
+""")
+sys.path.insert(0, d)
+import writer_module
+torch.jit.save(torch.jit.script(writer_module.Writer()), f"{d}/jit.pt")
+# A storage declared far larger than its record: PyTorch 1.13 reads past the record's end (heap bytes as weights).
+import collections, io, pickle, struct, zipfile
+from torch._utils import _rebuild_tensor_v2
+class Storage:
+    pass
+class Tensor:
+    def __reduce__(self):
+        return (_rebuild_tensor_v2, (Storage(), 0, (60, 100), (100, 1), False, collections.OrderedDict()))
+class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return ("storage", torch.FloatStorage, "0", "cpu", 6000) if isinstance(obj, Storage) else None
+pickled = io.BytesIO()
+Pickler(pickled, protocol=2).dump({"0.weight": Tensor()})
+with zipfile.ZipFile(f"{d}/short-record.pt", "w") as z:
+    z.writestr("a/data.pkl", pickled.getvalue())
+    z.writestr("a/version", "3\n")
+    z.writestr("a/data/0", struct.pack("6f", *range(6)))
 PY
 from_torch() { "$PYTHON" "$SCRIPTS/from-torch" "$@"; }
 
@@ -111,12 +157,20 @@ refused from-torch-int from-torch "'0.weight' is int32" from_torch "$FT/int.pt" 
 refused from-torch-overflow from-torch "'0.weight': float64 values beyond float32's range" from_torch "$FT/overflow.pt" "$FT/overflow.h5"
 refused from-torch-float-counter from-torch "'1.num_batches_tracked' is float32" \
   from_torch "$FT/float-counter.pt" "$FT/float-counter.h5"
+refused from-torch-dims from-torch "'0.weight' has 33 dimensions" from_torch "$FT/dims33.pt" "$FT/dims33.h5"
+refused from-torch-torchscript from-torch "a TorchScript archive (torch.jit.save), refused" \
+  from_torch "$FT/jit.pt" "$FT/jit.h5"
+[ "$(cat "$FT/victim.txt")" = "intact!" ] && pass "from-torch: the TorchScript archive ran no code" \
+  || fail "from-torch: a TorchScript archive ran code (victim.txt now '$(cat "$FT/victim.txt")')"
+refused from-torch-short-record from-torch "storage '0' declares 6000 elements (24000 bytes) but its record holds 24" \
+  from_torch "$FT/short-record.pt" "$FT/short-record.h5"
 printf 'not torch\n' > "$FT/text.pt"
 : > "$FT/empty.pt"
 refused from-torch-text from-torch "not a PyTorch file" from_torch "$FT/text.pt" "$FT/text.h5"
 refused from-torch-empty from-torch "not a PyTorch file" from_torch "$FT/empty.pt" "$FT/empty.h5"
 refused from-torch-absent from-torch "cannot read" from_torch "$FT/absent.pt" "$FT/absent.h5"
-left=$(cd "$FT" && ls -A | { grep -v -e '\.pt$' -e '^module\.h5$' -e '^bf16\.h5$' || true; } | tr '\n' ' ')
+left=$(cd "$FT" && ls -A | { grep -v -e '\.pt$' -e '^module\.h5$' -e '^bf16\.h5$' -e '^victim\.txt$' -e '^writer_module\.py$' \
+  -e '^__pycache__$' || true; } | tr '\n' ' ')
 [ -z "$left" ] && pass "from-torch: no output and no temporary file for any refused input" || fail "from-torch left: $left"
 
 # 3. No writing onto the input (not even with --force, nor through a link); an existing
