@@ -354,10 +354,10 @@ std::string checkpoint_run_id(const std::string& path) {
   }
 }
 
-void read_initial_weights(const std::string& path, ParameterStore& params) {
+void read_initial_weights(const std::string& path, ParameterStore& params, const std::string& named) {
   h5::silence_errors();
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
-  const std::string where = "model.init " + path;
+  const std::string where = named.empty() ? "model.init " + path : named;
   if (::access(path.c_str(), R_OK) != 0) throw InputError(where + ": cannot read (" + std::strerror(errno) + ")");
   h5::Handle file = h5::open_read_only(path, where);
   if (!file) throw InputError(where + ": not a readable HDF5 file");

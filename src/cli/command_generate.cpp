@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -62,13 +63,14 @@ int command_generate(const std::vector<std::string>& args) {
   long tokens = 200;
   double temperature = 0.0;
   std::uint64_t seed = 1;
+  std::string seed_text = "1";  // read as text: Boost takes "-1" as the largest seed, silently
   po::options_description options("mpiddp generate CHECKPOINT");
   options.add_options()("help,h", "show this help")
       ("checkpoint", po::value(&checkpoint), "a checkpoint of a byte-level sequence model (or the first argument)")
       ("prompt", po::value(&prompt)->required(), "the text to continue")
       ("tokens", po::value(&tokens)->default_value(tokens), "bytes to generate")
       ("temperature", po::value(&temperature)->default_value(temperature), "0: greedy; above 0: sample")
-      ("seed", po::value(&seed)->default_value(seed), "the sampling stream (temperature above 0)");
+      ("seed", po::value(&seed_text)->default_value(seed_text), "the sampling stream (temperature above 0)");
   std::vector<std::string> rest = args;
   if (!rest.empty() && rest[0].rfind("-", 0) != 0) {  // the checkpoint as the first argument
     checkpoint = rest[0];
@@ -80,6 +82,9 @@ int command_generate(const std::vector<std::string>& args) {
   if (tokens < 1 || tokens > 1000000) throw InputError("--tokens must be in [1, 1000000]");
   if (!(temperature >= 0.0 && temperature <= 100.0)) throw InputError("--temperature must be in [0, 100]");
   if (prompt.empty()) throw InputError("--prompt must not be empty");
+  if (const auto [at, error] = std::from_chars(seed_text.data(), seed_text.data() + seed_text.size(), seed);
+      seed_text.empty() || error != std::errc() || at != seed_text.data() + seed_text.size())
+    throw InputError("--seed '" + seed_text + "' is not a whole number from 0 to 18446744073709551615");
 
   const Config config = load_config_text(stored_input_file(checkpoint), checkpoint + " (its stored input file)");
   const int context = config.data.context;
@@ -93,7 +98,7 @@ int command_generate(const std::vector<std::string>& args) {
     if (p.name == "layers.0.weight" && p.shape.size() == 2 && p.shape[0] < kBytes)
       throw InputError(checkpoint + ": its embedding has " + std::to_string(p.shape[0]) +
                        " rows (num_embeddings), fewer than the 256 byte values generate feeds it");
-  read_initial_weights(checkpoint, model->parameters());
+  read_initial_weights(checkpoint, model->parameters(), checkpoint);
 
   std::vector<int> text(prompt.begin(), prompt.end());
   for (int& b : text) b &= 0xff;

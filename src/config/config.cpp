@@ -92,6 +92,8 @@ class Schema {
   void add(const std::string& key, T* target, const std::string& help) {
     if constexpr (std::is_enum_v<T>) {
       add_choice(key, target, help);
+    } else if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>) {
+      add_unsigned(key, target, help);
     } else {
       options_.add_options()(key.c_str(), po::value<T>(target)->default_value(*target, format_value(*target)),
                              help.c_str());
@@ -108,6 +110,24 @@ class Schema {
                            described.c_str());
     add_entry(key, [target] { return format_value(*target); });
     add_range(key, target, range);
+  }
+
+  // An unsigned key is read as text: Boost's conversion takes "-1" as the largest
+  // value (a seed of 18446744073709551615 for --train.seed -1), silently.
+  template <class T>
+  void add_unsigned(const std::string& key, T* target, const std::string& help) {
+    std::string* text = &texts_.emplace_back(format_value(*target));
+    options_.add_options()(key.c_str(), po::value<std::string>(text)->default_value(*text), help.c_str());
+    add_entry(key, [target] { return format_value(*target); });
+    resolvers_.push_back([key, target, text](const Origin& origin) {
+      T value = 0;
+      const char* end = text->data() + text->size();
+      const auto [at, error] = std::from_chars(text->data(), end, value);
+      if (text->empty() || error != std::errc() || at != end)
+        bad(origin.of(key), key, "'" + *text + "' is not a whole number from 0 to " +
+                                     std::to_string(std::numeric_limits<T>::max()));
+      *target = value;
+    });
   }
 
   // A list-valued key is read as text and parsed once, by resolve_choices(), into

@@ -143,6 +143,13 @@ expect_input_error bench-conv-huge 1 "bench conv: these sizes need about" bench 
 expect_input_error bench-mlp-steps 2 "--steps must be at least 1" bench mlp --steps 0
 expect_input_error bench-mlp-huge 2 "bench mlp: 784 features" bench mlp --batch 2000000000
 
+# A negative seed once became 2^64 - 1 without a word (Boost's unsigned conversion).
+expect_input_error seed-negative 2 "key 'train.seed': '-1' is not a whole number from 0 to 18446744073709551615" \
+  "${base[@]}" --train.seed -1
+expect_input_error seed-too-large 2 "key 'train.seed': '18446744073709551616' is not a whole number" \
+  "${base[@]}" --train.seed 18446744073709551616
+expect_input_error generate-seed-negative 1 "--seed '-1' is not a whole number" generate "$WORK/none.h5" --prompt x --seed -1
+
 # ---- messages ----
 # One prefix everywhere.
 expect_input_error shard-prefix 1 "--format must be idx, csv, bytes or llmc" shard --format parquet --out "$WORK/x"

@@ -95,7 +95,8 @@ TrainingState read_checkpoint(const std::string& path, ParameterStore& params, O
 // output, or any mpiddp checkpoint) into `params`. Names must match the model both
 // ways with its shapes; a /buffers group may hold only buffers of the model (this
 // model has none). Nothing is changed unless every check passed.
-void read_initial_weights(const std::string& path, ParameterStore& params);
+// `where` names the file in errors (model.init's by default; generate's checkpoint by its path).
+void read_initial_weights(const std::string& path, ParameterStore& params, const std::string& where = "");
 
 // The run id a checkpoint file carries; empty when the file is not a readable
 // mpiddp checkpoint or has none.
