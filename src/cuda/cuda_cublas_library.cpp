@@ -13,10 +13,7 @@ namespace mpiddp {
 namespace cuda {
 namespace {
 
-struct Loaded {
-  GpuLibraryInfo info;
-  CublasApi api;
-};
+using Loaded = OpenedLibrary<CublasApi>;
 
 // The spelled-out types name the exported functions (a mismatch fails to compile).
 [[maybe_unused]] constexpr CublasGemmEx kExportedGemmEx = &::cublasGemmEx;
@@ -33,12 +30,10 @@ Loaded load() {
     return out;
   }
   out.info.library = runtime_library_file(handle);
-#define MPIDDP_CUBLAS_RESOLVE(fn, ...)                                                             \
-  out.api.fn = reinterpret_cast<decltype(out.api.fn)>(dlsym(handle, #fn));                          \
-  if (!out.api.fn) {                                                                               \
-    out.info.problem = out.info.library + " has no " #fn " (older than the cuBLAS this mpiddp was built with)"; \
-    return out;                                                                                    \
-  }
+#define MPIDDP_CUBLAS_RESOLVE(fn, ...)                                                                        \
+  out.api.fn = reinterpret_cast<decltype(out.api.fn)>(                                                         \
+      runtime_symbol(handle, #fn, out.info, "older than the cuBLAS this mpiddp was built with"));              \
+  if (!out.api.fn) return out;
   MPIDDP_CUBLAS_FUNCTIONS(MPIDDP_CUBLAS_RESOLVE)
   MPIDDP_CUBLAS_OVERLOADED(MPIDDP_CUBLAS_RESOLVE)
 #undef MPIDDP_CUBLAS_RESOLVE
@@ -55,18 +50,11 @@ Loaded load() {
   return out;
 }
 
-const Loaded& loaded() {
-  static const Loaded instance = load();  // thread-safe, once
-  return instance;
-}
+const Loaded& loaded() { return opened_once<load>(); }
 
 }  // namespace
 
-const CublasApi& cublas() {
-  const Loaded& l = loaded();
-  if (!l.info.loaded) throw InputError("the GPU's matrix products need cuBLAS: " + l.info.problem);
-  return l.api;
-}
+const CublasApi& cublas() { return opened_api(loaded(), "the GPU's matrix products need cuBLAS"); }
 
 }  // namespace cuda
 

@@ -15,10 +15,7 @@ namespace mpiddp {
 namespace cuda {
 namespace {
 
-struct Loaded {
-  GpuLibraryInfo info;
-  CudnnApi api;
-};
+using Loaded = OpenedLibrary<CudnnApi>;
 
 std::string version_text(std::size_t version) {
   // cuDNN 9 numbers its versions major * 10000 + minor * 100 + patch.
@@ -39,12 +36,10 @@ Loaded load() {
   // The handle stays open for the life of the process (no dlclose: cuDNN's
   // sub-libraries and their kernels may still be referenced at exit).
   out.info.library = runtime_library_file(handle);
-#define MPIDDP_CUDNN_RESOLVE(fn)                                                                   \
-  out.api.fn = reinterpret_cast<decltype(out.api.fn)>(dlsym(handle, #fn));                          \
-  if (!out.api.fn) {                                                                               \
-    out.info.problem = out.info.library + " has no " #fn " (an incomplete or foreign cuDNN)";       \
-    return out;                                                                                    \
-  }
+#define MPIDDP_CUDNN_RESOLVE(fn)                                                                              \
+  out.api.fn = reinterpret_cast<decltype(out.api.fn)>(                                                         \
+      runtime_symbol(handle, #fn, out.info, "an incomplete or foreign cuDNN"));                                \
+  if (!out.api.fn) return out;
   MPIDDP_CUDNN_FUNCTIONS(MPIDDP_CUDNN_RESOLVE)
 #undef MPIDDP_CUDNN_RESOLVE
   const std::size_t version = out.api.cudnnGetVersion();
@@ -71,18 +66,11 @@ Loaded load() {
   return out;
 }
 
-const Loaded& loaded() {
-  static const Loaded instance = load();  // thread-safe, once
-  return instance;
-}
+const Loaded& loaded() { return opened_once<load>(); }
 
 }  // namespace
 
-const CudnnApi& cudnn_api() {
-  const Loaded& l = loaded();
-  if (!l.info.loaded) throw InputError("conv2d on the GPU needs cuDNN: " + l.info.problem);
-  return l.api;
-}
+const CudnnApi& cudnn_api() { return opened_api(loaded(), "conv2d on the GPU needs cuDNN"); }
 
 void check(cudnnStatus_t status, const char* what) {
   if (status != CUDNN_STATUS_SUCCESS)
