@@ -124,6 +124,7 @@ struct ListBuilder {
   std::size_t outputs;
   bool sync_batchnorm;
   std::size_t nested = 0;
+  std::size_t made = 0;  // layers at every depth: the cap is on all of them, not on the top level alone
 
   // `branch`: "" for the model's list, else "body" or "shortcut".
   std::vector<std::unique_ptr<Layer>> make(const std::vector<LayerCall>& calls, const std::string& branch) {
@@ -131,6 +132,8 @@ struct ListBuilder {
     std::vector<std::unique_ptr<Layer>> layers;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       try {
+        if (++made > kMaxLayers)
+          throw LayerError("more than " + std::to_string(kMaxLayers) + " layers in all (those inside residual blocks count too)");
         layers.push_back(make_one(calls[i], top ? i : kMaxLayers + nested++, top && i + 1 == calls.size()));
         if (top) tie_weights(calls[i], i + 1 == calls.size(), layers);
       } catch (const LayerError& e) {

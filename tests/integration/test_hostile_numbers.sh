@@ -148,6 +148,14 @@ expect_input_error budget-trace-steps 2 "trace window 1.13 TiB for train.trace_s
 # 100,000 layers, from an input file (too long for a command line).
 { printf '[data]\ntrain = %s\n[model]\nlayers = ' "$WORK/good"; printf 'relu %.0s' $(seq 99999); printf 'linear\n'; } > "$WORK/long.ini"
 expect_input_error list-100000-layers 2 "model.layers: 100000 layers; at most 10000" train "$WORK/long.ini" --run.dir "$WORK/s10"
+# The cap counts layers at every depth: 300 residual blocks of 40 layers each (12,300 layers) once passed it.
+{ printf '[data]\ntrain = %s\n[model]\nlayers = ' "$WORK/good"
+  for _ in $(seq 300); do printf 'residual(%s) ' "$(printf 'relu %.0s' $(seq 40))"; done; printf 'linear\n'; } > "$WORK/nested.ini"
+expect_input_error list-nested-12300-layers 2 \
+  "layer 244 (layers.243) 'residual(relu relu" train "$WORK/nested.ini" --run.dir "$WORK/s12"
+grep -q "body layer 37 (body.36) 'relu': more than 10000 layers in all (those inside residual blocks count too)" \
+  "$WORK/list-nested-12300-layers.out" && pass "the layer cap counts nested layers (the 10,001st is named)" \
+  || fail "nested layer cap: $(grep -o "': body.*" "$WORK/list-nested-12300-layers.out" | cut -c1-200)"
 expect_input_error hidden-10001-layers 2 "model.hidden: 5000 hidden widths make 10001 layers; at most 10000" \
   "${base[@]}" --run.dir "$WORK/s11" --model.hidden "$(printf '4,%.0s' $(seq 4999))4"
 
