@@ -29,6 +29,7 @@ where python3 is another Python).
 """
 import inspect
 import io
+import os
 import pickle
 import sys
 import zipfile
@@ -126,6 +127,8 @@ def load(torch, path):
     """The object in a .pt file: tensors and plain containers only (the file is untrusted)."""
     if "weights_only" not in inspect.signature(torch.load).parameters:
         die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the reads below for good
+        die(f"{path}: not a regular file; from-torch reads a state_dict saved with torch.save")
     check_archive(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)

@@ -10,7 +10,6 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +22,7 @@
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/random.hpp"
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/model_builder.hpp"
 
 namespace po = boost::program_options;
@@ -82,9 +82,8 @@ int command_generate(const std::vector<std::string>& args) {
   if (tokens < 1 || tokens > 1000000) throw InputError("--tokens must be in [1, 1000000]");
   if (!(temperature >= 0.0 && temperature <= 100.0)) throw InputError("--temperature must be in [0, 100]");
   if (prompt.empty()) throw InputError("--prompt must not be empty");
-  if (const auto [at, error] = std::from_chars(seed_text.data(), seed_text.data() + seed_text.size(), seed);
-      seed_text.empty() || error != std::errc() || at != seed_text.data() + seed_text.size())
-    throw InputError("--seed '" + seed_text + "' is not a whole number from 0 to 18446744073709551615");
+  if (const auto parsed = parse_whole_number(seed_text)) seed = *parsed;
+  else throw InputError("--seed '" + seed_text + "' is not a whole number from 0 to 18446744073709551615");
 
   const Config config = load_config_text(stored_input_file(checkpoint), checkpoint + " (its stored input file)");
   const int context = config.data.context;
@@ -93,11 +92,12 @@ int command_generate(const std::vector<std::string>& args) {
   if (vocab != kBytes)
     throw InputError(checkpoint + ": generate prints bytes, but the model's vocabulary is " + std::to_string(vocab));
   auto model = build_model(config.model, Shape{static_cast<std::size_t>(context)}, vocab, config.train.seed);
-  // Every byte value is a token id here: the embedding's table must have a row for each.
-  for (const Parameter& p : model->parameters().list())
-    if (p.name == "layers.0.weight" && p.shape.size() == 2 && p.shape[0] < kBytes)
-      throw InputError(checkpoint + ": its embedding has " + std::to_string(p.shape[0]) +
-                       " rows (num_embeddings), fewer than the 256 byte values generate feeds it");
+  // Every byte value is a token id here: the embedding's table must have a row for
+  // each (training checks the same against its shards' vocabulary).
+  if (const auto* embedding = dynamic_cast<const Embedding*>(model->layers().front().get());
+      embedding && embedding->entries() < kBytes)
+    throw InputError(checkpoint + ": its embedding has " + std::to_string(embedding->entries()) +
+                     " rows (num_embeddings), fewer than the 256 byte values generate feeds it");
   read_initial_weights(checkpoint, model->parameters(), checkpoint);
 
   std::vector<int> text(prompt.begin(), prompt.end());

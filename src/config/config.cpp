@@ -27,6 +27,15 @@
 namespace po = boost::program_options;
 
 namespace mpiddp {
+
+std::optional<std::uint64_t> parse_whole_number(const std::string& text) {
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || at != end) return std::nullopt;
+  return value;
+}
+
 namespace {
 
 std::string format_value(const std::string& v) { return v; }
@@ -120,13 +129,11 @@ class Schema {
     options_.add_options()(key.c_str(), po::value<std::string>(text)->default_value(*text), help.c_str());
     add_entry(key, [target] { return format_value(*target); });
     resolvers_.push_back([key, target, text](const Origin& origin) {
-      T value = 0;
-      const char* end = text->data() + text->size();
-      const auto [at, error] = std::from_chars(text->data(), end, value);
-      if (text->empty() || error != std::errc() || at != end)
+      const std::optional<std::uint64_t> value = parse_whole_number(*text);
+      if (!value || *value > std::numeric_limits<T>::max())
         bad(origin.of(key), key, "'" + *text + "' is not a whole number from 0 to " +
                                      std::to_string(std::numeric_limits<T>::max()));
-      *target = value;
+      *target = static_cast<T>(*value);
     });
   }
 

@@ -1,7 +1,6 @@
 // Opens cuBLAS at run time (see cublas_api.hpp): libcublas.so.<major of the
 // build's headers> from the library path, else from the folder the build found
 // it in. Its major version must be the build's (its ABI is only stable within one).
-#include <dlfcn.h>
 #include <library_types.h>  // MAJOR_VERSION, ...
 
 #include "cublas_api.hpp"

@@ -3,7 +3,6 @@
 // folder the build found it in. Its major version must be the build's: the
 // descriptor API's types and enums are only stable within one major version.
 #include <cuda_runtime_api.h>  // CUDART_VERSION
-#include <dlfcn.h>
 
 #include "cudnn_api.hpp"
 #include "cudnn_requirements.hpp"

@@ -162,6 +162,8 @@ refused from-torch-torchscript from-torch "a TorchScript archive (torch.jit.save
   from_torch "$FT/jit.pt" "$FT/jit.h5"
 [ "$(cat "$FT/victim.txt")" = "intact!" ] && pass "from-torch: the TorchScript archive ran no code" \
   || fail "from-torch: a TorchScript archive ran code (victim.txt now '$(cat "$FT/victim.txt")')"
+mkfifo "$FT/fifo.pt"
+refused from-torch-fifo from-torch "fifo.pt: not a regular file" timeout 60 "$PYTHON" "$SCRIPTS/from-torch" "$FT/fifo.pt" "$FT/fifo.h5"
 refused from-torch-short-record from-torch "storage '0' declares 6000 elements (24000 bytes) but its record holds 24" \
   from_torch "$FT/short-record.pt" "$FT/short-record.h5"
 printf 'not torch\n' > "$FT/text.pt"
@@ -253,6 +255,9 @@ echo "keep me" > "$TT/existing.pt"
 echo "# keep me" > "$TT/existing.py"
 snapshot "$TT" > "$WORK/tt.snap"
 refused to-torch-onto-input to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/ckpt.h5"
+mkfifo "$WORK/fifo-ckpt.h5"
+refused to-torch-fifo to-torch "fifo-ckpt.h5: not a regular file" timeout 60 "$PYTHON" "$SCRIPTS/to-torch" \
+  "$WORK/fifo-ckpt.h5" "$WORK/fifo-out.pt"
 refused to-torch-onto-input-force to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/ckpt.h5" --force
 refused to-torch-onto-symlink to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/symlink.pt" --force
 refused to-torch-onto-hardlink to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/hardlink.pt" --force

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct AugmentStep {
   double probability = 0.0;          // erase(P): the chance that a sample gets a box erased
   bool operator==(const AugmentStep&) const = default;
 };
+
+// `text` as a whole number from 0 to 2^64 - 1: digits only, no sign or spaces (Boost's
+// conversion takes "-1" as the largest value, silently); nullopt for anything else.
+std::optional<std::uint64_t> parse_whole_number(const std::string& text);
 
 // A list setting in its written form ("256,128", "1,28,28", "hflip crop(4)"), as
 // the resolved dump and --help show it.
