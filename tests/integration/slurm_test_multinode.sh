@@ -116,6 +116,16 @@ for summary in "$WORK"/sweep/*/summary.json; do [ "$(json_field "$summary" statu
 # Backstop for the lost-ranks line and the job's end after a node died (5 and
 # about 15 s here); a busy machine may take longer, only a hang reaches it.
 DEATH_LIMIT=${DEATH_LIMIT:-180}
+# job_diagnosis ID LOG: what Slurm says of a job that did not get where it should
+# (its state and reason, slurmctld's lines about it) and the end of its log.
+job_diagnosis() {
+  local state=${MPIDDP_SLURM_STATE:-/tmp/mpiddp-slurm}
+  { echo "--- scontrol show job $1"; slurm scontrol show job "$1"
+    echo "--- sinfo, with reasons; every job"; slurm sinfo -N -l; slurm sinfo -R; slurm squeue -a -l -t all
+    echo "--- slurmctld.log, lines naming JobId=$1 and nodes"
+    grep -a -e "JobId=$1[^0-9]" -e "JobId=$1\$" -e "node[0-9]" "$state/slurmctld.log" | tail -60
+    echo "--- the job's log"; tail -25 "$2"; } >&2 2>&1
+}
 long=(--train.epochs 15 --model.hidden 256,256 --train.log_every 10)
 node_death_case() {
   local name=$1 after=$2 out=$WORK/$1.out run=$WORK/$1 id nodes victim killed
@@ -160,7 +170,8 @@ node_death_case() {
     id=$(submit "$after") || fail "$name: sbatch -N $after"
   fi
   completed() { [ "$(json_field "$run/summary.json" status)" = completed ]; }
-  wait_until $((2 * JOB_LIMIT)) completed || fail "$name: the resumed job did not complete within $((2 * JOB_LIMIT)) s"
+  wait_until $((2 * JOB_LIMIT)) completed \
+    || { fail "$name: the resumed job did not complete within $((2 * JOB_LIMIT)) s"; job_diagnosis "$id" "$out"; }
   [ "$after" -lt 2 ] || grep -q "(restart 1)" "$out" || fail "$name: the job was not requeued"
   grep -q "^resuming from .*ckpt-step-" "$out" && pass "$name: $(grep -m1 -o '^resuming from .*' "$out" | sed 's|/.*/||')" \
     || fail "$name: no resume"
