@@ -57,25 +57,29 @@ Reach outcome(int fd) {
   return peer_side(error) ? Reach::lost : Reach::unknown;
 }
 
-// Closes the connections probes left queued at a listener (it never blocks on them).
-void drain_listener(int listener) {
-  if (listener < 0) return;
-  for (int fd; (fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) ::close(fd);
-}
+// A rank's notice that it ends after an error of its own: this magic, then its
+// rank (4 bytes, network order). A probe sends nothing and closes.
+constexpr unsigned char kNoticeMagic[4] = {'m', 'E', 'r', '!'};
+constexpr std::size_t kNoticeBytes = 8;
+// Accepted connections kept waiting for their bytes: at most this many, this long.
+constexpr std::size_t kMaxIncoming = 1024;
+constexpr auto kIncomingLimit = std::chrono::seconds(2);
 
 // Waits for every started connect to finish or the time to run out (silent to
-// the end: lost). Meanwhile it empties this rank's own listener, so that ranks
+// the end: lost); sends `message` on each connection that completes, if any.
+// Meanwhile it empties this rank's own listener (`owner`'s), so that ranks
 // probing each other at the same moment never fill each other's queues.
-void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int listener) {
+void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int listener, const PeerProbe& owner,
+                     const std::vector<unsigned char>& message) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   bool poll_failed = false;
   for (;;) {
     std::vector<pollfd> waiting;
-    std::vector<Attempt*> owner;
+    std::vector<Attempt*> waiting_for;
     for (Attempt& a : attempts)
       if (a.fd >= 0 && a.result == Reach::unknown) {
         waiting.push_back({a.fd, POLLOUT, 0});
-        owner.push_back(&a);
+        waiting_for.push_back(&a);
       }
     if (waiting.empty()) break;
     const auto left =
@@ -89,9 +93,15 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
       poll_failed = true;
       break;
     }
-    for (std::size_t j = 0; j < owner.size(); ++j)
-      if (waiting[j].revents) owner[j]->result = outcome(waiting[j].fd);
-    if (listener >= 0 && waiting.back().revents) drain_listener(listener);
+    for (std::size_t j = 0; j < waiting_for.size(); ++j) {
+      if (!waiting[j].revents) continue;
+      Attempt& a = *waiting_for[j];
+      a.result = outcome(a.fd);
+      // 8 bytes on a connection just made: the socket's buffer takes them at once.
+      if (a.result == Reach::answered && !message.empty())
+        (void)::send(a.fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (listener >= 0 && waiting.back().revents) owner.drain();
     if (last_look) break;
   }
   for (Attempt& a : attempts) {
@@ -106,15 +116,16 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
 // of descriptors (MPI and NCCL hold many) however large the world.
 constexpr std::size_t kProbeBatch = 256;
 
-// Probes `ranks` of `table`, kProbeBatch at a time; one result per rank.
+// Probes `ranks` of `table`, kProbeBatch at a time (sending `message` to each
+// that answers); one result per rank.
 std::vector<Reach> probe(const std::vector<ProbeAddress>& table, const std::vector<int>& ranks, double timeout_s,
-                         int listener) {
+                         int listener, const PeerProbe& owner, const std::vector<unsigned char>& message = {}) {
   std::vector<Reach> results;
   for (std::size_t first = 0; first < ranks.size(); first += kProbeBatch) {
     std::vector<Attempt> batch;
     for (std::size_t i = first; i < std::min(ranks.size(), first + kProbeBatch); ++i)
       batch.push_back(start_connect(table.at(static_cast<std::size_t>(ranks[i]))));
-    finish_connects(batch, timeout_s, listener);
+    finish_connects(batch, timeout_s, listener, owner, message);
     for (const Attempt& a : batch) results.push_back(a.result);
   }
   return results;
@@ -138,6 +149,7 @@ PeerProbe::PeerProbe() {
 }
 
 PeerProbe::~PeerProbe() {
+  for (const Incoming& in : incoming_) ::close(in.fd);
   if (listener_ >= 0) ::close(listener_);
 }
 
@@ -178,7 +190,7 @@ bool PeerProbe::loopback_across_hosts() const {
 }
 
 bool PeerProbe::answers(int rank, double timeout_s) const {
-  return probe(table_, {rank}, timeout_s, listener_).front() == Reach::answered;
+  return probe(table_, {rank}, timeout_s, listener_, *this).front() == Reach::answered;
 }
 
 std::vector<int> PeerProbe::lost_ranks(double timeout_s) const {
@@ -188,7 +200,7 @@ std::vector<int> PeerProbe::lost_ranks(double timeout_s) const {
   // Lost twice in a row: a connection attempt a busy host dropped once does not
   // name a live rank. A dead rank's host refuses at once, so the second round is quick.
   for (int round = 0; round < 2 && !others.empty(); ++round) {
-    const std::vector<Reach> results = probe(table_, others, timeout_s, listener_);
+    const std::vector<Reach> results = probe(table_, others, timeout_s, listener_, *this);
     std::vector<int> lost;
     for (std::size_t i = 0; i < others.size(); ++i)
       if (results[i] == Reach::lost) lost.push_back(others[i]);
@@ -214,6 +226,65 @@ std::string PeerProbe::describe(const std::vector<int>& ranks) const {
   return text;
 }
 
-void PeerProbe::drain() const { drain_listener(listener_); }
+void PeerProbe::drain() const {
+  if (listener_ < 0) return;
+  std::lock_guard<std::mutex> lock(incoming_mutex_);
+  for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
+    if (incoming_.size() >= kMaxIncoming) {  // many probes at once: the oldest waited long enough
+      ::close(incoming_.front().fd);
+      incoming_.erase(incoming_.begin());
+    }
+    Incoming in;
+    in.fd = fd;
+    in.since = std::chrono::steady_clock::now();
+    incoming_.push_back(in);
+  }
+  read_incoming();
+}
+
+// Reads what the accepted connections sent so far: a whole notice, or the end of
+// a probe's connection, closes one; one still silent stays until kIncomingLimit.
+void PeerProbe::read_incoming() const {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<Incoming> waiting;
+  for (Incoming& in : incoming_) {
+    ssize_t n = 0;
+    while (in.got < kNoticeBytes &&
+           (n = ::recv(in.fd, in.bytes + in.got, kNoticeBytes - in.got, MSG_DONTWAIT)) > 0)
+      in.got += static_cast<std::size_t>(n);
+    if (in.got == kNoticeBytes && std::memcmp(in.bytes, kNoticeMagic, sizeof(kNoticeMagic)) == 0) {
+      std::uint32_t network = 0;
+      std::memcpy(&network, in.bytes + sizeof(kNoticeMagic), sizeof(network));
+      const auto rank = static_cast<std::int64_t>(ntohl(network));
+      if (rank != self_ && rank < static_cast<std::int64_t>(table_.size())) {
+        const auto at = std::lower_bound(announced_.begin(), announced_.end(), static_cast<int>(rank));
+        if (at == announced_.end() || *at != rank) announced_.insert(at, static_cast<int>(rank));
+      }
+    }
+    const bool silent = in.got < kNoticeBytes && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (silent && now - in.since < kIncomingLimit)
+      waiting.push_back(in);
+    else
+      ::close(in.fd);
+  }
+  incoming_ = std::move(waiting);
+}
+
+void PeerProbe::announce_own_error(double timeout_s) const {
+  if (!enabled_ || table_.empty()) return;
+  std::vector<unsigned char> notice(kNoticeMagic, kNoticeMagic + sizeof(kNoticeMagic));
+  const std::uint32_t network = htonl(static_cast<std::uint32_t>(self_));
+  const auto* rank_bytes = reinterpret_cast<const unsigned char*>(&network);
+  notice.insert(notice.end(), rank_bytes, rank_bytes + sizeof(network));
+  std::vector<int> others;
+  for (int r = 0; r < static_cast<int>(table_.size()); ++r)
+    if (r != self_) others.push_back(r);
+  probe(table_, others, timeout_s, listener_, *this, notice);
+}
+
+std::vector<int> PeerProbe::announced_own_error() const {
+  std::lock_guard<std::mutex> lock(incoming_mutex_);
+  return announced_;
+}
 
 }  // namespace mpiddp

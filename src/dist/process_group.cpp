@@ -73,7 +73,10 @@ void ProcessGroup::abort_job(int exit_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (initialized && !finalized) {
+    Watchdog::instance().announce_own_error();  // its peers must not take it for a lost node
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
   std::_Exit(exit_code);
 }
 

@@ -19,6 +19,8 @@ constexpr double kProbeAnswerS = 2.0;
 // A rank that found lost peers stays (answering probes) this long before it exits:
 // other survivors probe a moment later, and must not count it among the lost.
 constexpr double kLingerS = 2.0;
+// A rank that ends after an error tells the others within this long (PeerProbe::announce_own_error).
+constexpr double kAnnounceS = 1.0;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -60,24 +62,18 @@ void Watchdog::run() {
     const std::string where = at_step(op);
     const std::int64_t now = now_ns();
     if (now - since > limit_ns) {
-      const std::string lost = lost_peers();
+      const GonePeers gone = gone_peers();
       char limit[64];
       std::snprintf(limit, sizeof(limit), "%g", timeout_s_);
-      if (!lost.empty())
-        end_process("lost " + lost + " (their processes do not answer): " + where +
-                        " did not complete within dist.timeout_s = " + limit + " s; ending the job",
-                    kExitRanksLost, rank_);
-      end_process(where + " did not complete within dist.timeout_s = " + limit +
-                      " s (another rank died, hung or is far behind); ending the job",
-                  kExitRuntimeError, rank_);
+      const std::string late = where + " did not complete within dist.timeout_s = " + limit + " s";
+      end_if_gone(gone, late + "; ending the job", rank_);
+      end_process(late + " (another rank died, hung or is far behind); ending the job", kExitRuntimeError, rank_);
     }
     if (now - since > probe_every_ns && now - last_probe_ns > probe_every_ns) {
       last_probe_ns = now;
-      const std::string lost = lost_peers();
+      const GonePeers gone = gone_peers();
       // Only while the same call still waits: one that completed meanwhile was not stuck.
-      if (!lost.empty() && started_ns_.load() == since)
-        end_process("lost " + lost + " (their processes do not answer): " + where + " waits for them; ending the job",
-                    kExitRanksLost, rank_);
+      if (started_ns_.load() == since) end_if_gone(gone, where + " waits for them; ending the job", rank_);
     }
   }
 }
@@ -92,15 +88,40 @@ void Watchdog::drain_probe() {
   if (probe_) probe_->drain();
 }
 
-std::string Watchdog::lost_peers() {
+Watchdog::GonePeers Watchdog::gone_peers() {
   std::lock_guard<std::mutex> lock(probe_mutex_);
-  if (!probe_ || !probe_->enabled()) return "";
-  const std::vector<int> lost = probe_->lost_ranks(kProbeAnswerS);
-  return lost.empty() ? "" : probe_->describe(lost);
+  if (!probe_ || !probe_->enabled()) return {};
+  std::vector<int> lost = probe_->lost_ranks(kProbeAnswerS);
+  if (lost.empty()) return {};
+  probe_->drain();  // notices that came in while probing
+  const std::vector<int> announced = probe_->announced_own_error();
+  std::vector<int> erred;
+  for (auto it = lost.begin(); it != lost.end();)
+    if (std::binary_search(announced.begin(), announced.end(), *it)) {
+      erred.push_back(*it);
+      it = lost.erase(it);
+    } else {
+      ++it;
+    }
+  return {lost.empty() ? "" : probe_->describe(lost), erred.empty() ? "" : probe_->describe(erred)};
+}
+
+void Watchdog::end_if_gone(const GonePeers& gone, const std::string& then, int rank) {
+  if (!gone.lost.empty())
+    end_process("lost " + gone.lost + " (their processes do not answer): " + then, kExitRanksLost, rank);
+  // Gone after announcing an error of their own: the launcher has not ended the job yet.
+  if (!gone.erred.empty())
+    end_process(gone.erred + " ended after an error of their own (their line above): " + then, kExitRuntimeError,
+                rank);
+}
+
+void Watchdog::announce_own_error() {
+  std::lock_guard<std::mutex> lock(probe_mutex_);
+  if (probe_ && probe_->enabled()) probe_->announce_own_error(kAnnounceS);
 }
 
 void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
-  if (lost_peers().empty()) return;
+  if (gone_peers().empty()) return;
   // Decide when the ranks still waiting in this collective probe (5 s after it
   // began, by their monitors): the survivors then end together, with exit 76,
   // before the launcher reacts to the first of them. A peer that ended by
@@ -109,10 +130,7 @@ void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
   const std::int64_t began = started_ns_.load();
   const std::int64_t decide_ns = (began > 0 ? began : now_ns()) + static_cast<std::int64_t>(kProbeAfterS * 1e9);
   linger(std::max(0.0, static_cast<double>(decide_ns - now_ns()) * 1e-9));
-  const std::string lost = lost_peers();
-  if (lost.empty()) return;
-  end_process("lost " + lost + " (their processes do not answer): " + at_step(what) + "; ending the job",
-              kExitRanksLost, rank);
+  end_if_gone(gone_peers(), at_step(what) + "; ending the job", rank);
 }
 
 std::string Watchdog::at_step(const std::string& operation) const {
@@ -134,7 +152,10 @@ void Watchdog::end_process(const std::string& message, int exit_code, int rank) 
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits
   std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, message.c_str());
   std::fflush(stderr);
-  if (exit_code == kExitRanksLost) linger(kLingerS);
+  if (exit_code == kExitRanksLost)
+    linger(kLingerS);
+  else
+    announce_own_error();  // survivors still waiting must not take this rank for a lost one
   // Without MPI_Finalize the launcher sees this rank fail and ends the others.
   ::_exit(exit_code);
 }

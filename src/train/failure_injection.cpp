@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/dist/watchdog.hpp"
 
 namespace mpiddp {
 
@@ -24,6 +25,12 @@ void inject_failure(const DebugConfig& debug, int rank, std::int64_t step, std::
   if (debug.fail_mode == FailMode::signal) {
     std::raise(SIGUSR1);
     return;
+  }
+  if (debug.fail_mode == FailMode::erred_exit) {
+    std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, where.c_str());
+    std::fflush(stderr);
+    Watchdog::instance().announce_own_error();
+    std::_Exit(kExitRuntimeError);
   }
   std::fprintf(stderr, "mpiddp: debug: rank %d: %s\n", rank, where.c_str());
   std::fflush(stderr);

@@ -52,6 +52,48 @@ if wait_for_line "$job" "$WORK/kill.log" "samples/s" "$PROGRESS_LIMIT" && victim
   else fail "a rank still runs $END_LIMIT s after SIGKILL of rank 1"; fi
 else fail "SIGKILL: no rank 1 to kill in a running job"; kill_job "$job"; fi
 
+# A rank's error while the launcher is slow to end the job (mpirun frozen, as a
+# loaded launcher of a large job may be for seconds): rank 2 prints its line, tells
+# the others (debug.fail_mode = erred_exit) and its process ends without MPI_Abort.
+# Ranks 0 and 1, still waiting in a collective, must name its error, not a lost
+# node: no "lost rank" line and no exit 76, which a job script would requeue as a
+# node loss. The ranks are frozen while mpirun is, so the error comes after;
+# should rank 2 have reached it before (a busy machine), the case runs again with
+# its step further away.
+erred_case() {  # FAIL_STEP ATTEMPT: returns 3 when rank 2 failed before mpirun was frozen
+  local dir=$WORK/erred$2 job ranks alive=0 r
+  "$MPIEXEC" -n 3 "$MPIDDP" "${base[@]}" --train.epochs 1000 --train.log_every 100000 --run.dir "$dir" \
+    --debug.fail_rank 2 --debug.fail_step "$1" --debug.fail_mode erred_exit > "$dir.log" 2>&1 &
+  job=$!
+  wait_for_line "$job" "$dir.log" "^model:" "$PROGRESS_LIMIT" || { kill_job "$job"; return 1; }
+  ranks=$(pgrep -P "$job" || true)
+  [ -z "$ranks" ] || kill -STOP $ranks 2>/dev/null || true
+  live() { local state; state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]; }  # a zombie has ended
+  for r in $ranks; do live "$r" && alive=$((alive + 1)); done
+  if [ "$alive" != 3 ]; then kill -CONT $ranks 2>/dev/null; kill_job "$job"; return 3; fi
+  kill -STOP "$job"
+  kill -CONT $ranks
+  any_alive() { for r in $ranks; do live "$r" && return 0; done; return 1; }
+  wait_until "$END_LIMIT" eval '! any_alive' || fail "erred_exit: a rank still runs $END_LIMIT s after rank 2's error"
+  kill -CONT "$job"
+  end_job "$job" "$END_LIMIT" || true
+  local erred="ended after an error of their own (their line above): .* waits for them; ending the job"
+  if grep -q "rank 2: debug.fail_mode = erred_exit at step $1" "$dir.log" \
+    && [ "$(grep -c "^mpiddp: error: rank [01]: rank(s) \([0-9,]*\)2 on host .* $erred" "$dir.log")" = 2 ] \
+    && ! grep -q "lost rank" "$dir.log" && [ "$JOB_RC" != 0 ] && [ "$JOB_RC" != 76 ]; then
+    pass "erred_exit with mpirun frozen: ranks 0 and 1 named rank 2's own error, nobody called lost, exit $JOB_RC"
+  else fail "erred_exit with mpirun frozen: exit $JOB_RC"; grep "^mpiddp" "$dir.log" >&2; fi
+}
+step=2000
+for attempt in 1 2 3 4; do
+  rc=0; erred_case "$step" "$attempt" || rc=$?
+  [ "$rc" = 3 ] || break
+  echo "note: rank 2 reached step $step before mpirun was frozen; again with step $((step * 4))"
+  step=$((step * 4))
+done
+[ "$rc" != 3 ] || fail "erred_exit: rank 2 always reached its error before mpirun was frozen"
+[ "$rc" != 1 ] || fail "erred_exit: no banner within $PROGRESS_LIMIT s"
+
 # SIGTERM / SIGUSR1 from outside, to one rank: agreed stop, checkpoint, exit 75, resume finishes.
 # The ranks are frozen while the signal is sent, so it lands mid-training however fast
 # the machine (300 epochs, 37 500 steps, so the job is still running when the first

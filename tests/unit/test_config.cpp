@@ -96,7 +96,7 @@ TEST_CASE("enum-valued keys round-trip and name the allowed values", "[config]")
 
 TEST_CASE("the allowed values are listed as before", "[config]") {
   CHECK(choice_list<DeviceChoice>() == "auto | cpu | cuda");
-  CHECK(choice_list<FailMode>() == "none | throw | exit | hang | nan | signal");
+  CHECK(choice_list<FailMode>() == "none | throw | exit | erred_exit | hang | nan | signal");
   CHECK(choice_list<Precision>() == "fp32 | tf32 | bf16");
   CHECK_THAT(error_of("[data]\ntrain = x\n[optim]\nname = rmsprop\n"),
              Catch::EndsWith(": key 'optim.name': 'rmsprop' is not one of sgd | adamw"));

@@ -123,3 +123,39 @@ TEST_CASE("peer probe: loopback addresses are refused only when the job spans ho
   me.set_table(table, 0);
   CHECK_FALSE(me.loopback_across_hosts());
 }
+
+TEST_CASE("peer probe: a rank's notice of its own error reaches the others, a probe's connection is no notice",
+          "[dist]") {
+  PeerProbe me;
+  auto erring = std::make_unique<PeerProbe>();
+  PeerProbe quiet;
+  const std::string host = "localhost";
+  const std::vector<ProbeAddress> table = {me.own_address(host), erring->own_address(host), quiet.own_address(host)};
+  me.set_table(table, 0);
+  erring->set_table(table, 1);
+  quiet.set_table(table, 2);
+  CHECK(quiet.answers(0, 2.0));  // a probe: connects and closes, sends nothing
+  // Eight bytes that are not a notice.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = table[0].ipv4;
+  to.sin_port = table[0].port;
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+  REQUIRE(send(fd, "mEr?\0\0\0\2", 8, 0) == 8);
+  close(fd);
+  erring->announce_own_error(2.0);
+  // Loopback delivers a send before it returns; a few drains cover a slow accept.
+  for (int i = 0; i < 200 && me.announced_own_error().empty(); ++i) {
+    me.drain();
+    if (me.announced_own_error().empty()) usleep(10000);
+  }
+  CHECK(me.announced_own_error() == std::vector<int>{1});
+  erring.reset();  // its process ends: still gone to a probe, the watchdog tells why
+  CHECK(me.lost_ranks(2.0) == std::vector<int>{1});
+  me.drain();
+  CHECK(me.announced_own_error() == std::vector<int>{1});
+  quiet.drain();
+  CHECK(quiet.announced_own_error() == std::vector<int>{1});  // every other rank heard it
+}

@@ -142,13 +142,16 @@ struct ChoiceNames<DistBackend> {
       {{DistBackend::automatic, "auto"}, {DistBackend::mpi, "mpi"}, {DistBackend::nccl, "nccl"}}};
 };
 
-// debug.fail_mode (tests): `throw_error` is "throw".
-enum class FailMode { none, throw_error, exit, hang, nan, signal };
+// debug.fail_mode (tests): `throw_error` is "throw". `erred_exit`: the rank's error
+// line and its notice to the others, then its end without MPI_Abort, as when the
+// launcher is slow to end the job after a rank's error.
+enum class FailMode { none, throw_error, exit, erred_exit, hang, nan, signal };
 template <>
 struct ChoiceNames<FailMode> {
-  static constexpr std::array<NamedChoice<FailMode>, 6> table{{{FailMode::none, "none"},
+  static constexpr std::array<NamedChoice<FailMode>, 7> table{{{FailMode::none, "none"},
                                                                {FailMode::throw_error, "throw"},
                                                                {FailMode::exit, "exit"},
+                                                               {FailMode::erred_exit, "erred_exit"},
                                                                {FailMode::hang, "hang"},
                                                                {FailMode::nan, "nan"},
                                                                {FailMode::signal, "signal"}}};

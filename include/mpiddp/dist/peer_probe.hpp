@@ -7,7 +7,9 @@
 // of only waiting for dist.timeout_s. It works only where every rank reaches every
 // other rank's address (its hostname's): ProcessGroup checks that at start-up and
 // switches probing off where it does not, so a probe never names a live rank.
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,14 +47,35 @@ class PeerProbe {
   std::vector<int> lost_ranks(double timeout_s) const;
   // "rank(s) 2,3 on host node2; rank(s) 5 on host node3".
   std::string describe(const std::vector<int>& ranks) const;
-  // Closes connections that probes left queued (the listener never blocks on them).
+  // Accepts what waits at the listener: closes the connections probes left, and
+  // reads the notices of ranks that announced an error of their own. Never blocks.
   void drain() const;
 
+  // Tells every other rank, before this process ends after an error of its own
+  // (its line printed, MPI_Abort next), that it does: a peer that then finds this
+  // process gone, because the launcher is slow to end the job, knows it did not
+  // die with its node. A short message to each rank's listener, within timeout_s.
+  void announce_own_error(double timeout_s) const;
+  // The ranks whose notices drain() has read so far, in order.
+  std::vector<int> announced_own_error() const;
+
  private:
+  // A connection accepted at the listener, until its 8 bytes (a notice) or its end arrive.
+  struct Incoming {
+    int fd = -1;
+    std::size_t got = 0;
+    unsigned char bytes[8] = {};
+    std::chrono::steady_clock::time_point since;
+  };
+  void read_incoming() const;
+
   int listener_ = -1;
   bool enabled_ = false;
   int self_ = 0;
   std::vector<ProbeAddress> table_;
+  mutable std::mutex incoming_mutex_;  // drain() may run on the watchdog's thread and the caller's
+  mutable std::vector<Incoming> incoming_;
+  mutable std::vector<int> announced_;  // sorted
 };
 
 }  // namespace mpiddp

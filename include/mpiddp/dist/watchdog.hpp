@@ -8,6 +8,9 @@
 // (a node died), it ends the process at once with a line naming those ranks and
 // their hosts, without waiting for dist.timeout_s, and exit code 76 (kExitRanksLost).
 // A call that fails instead of waiting (check_mpi) asks the same question, at the same time.
+// A rank that ends after an error of its own announces it to the others first
+// (announce_own_error): a peer gone after such a notice is named as ended by its
+// error (exit 1), so a slow launcher never turns one rank's error into a node loss.
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -38,6 +41,10 @@ class Watchdog {
   // exit makes the launcher kill the others, and one killed before its own exit 76
   // leaves the job with another exit code (no requeue for the lost node).
   void end_if_peers_lost(const std::string& what, int rank);
+  // Before this process ends after an error of its own (MPI_Abort next): tells
+  // every other rank, so that one still waiting names this rank as ended by its
+  // error, not as lost, if the launcher is slow to end the job (exit 1, not 76).
+  void announce_own_error();
 
   // Scopes nest: an inner one (a GPU wait inside a teardown, say) is timed on its
   // own, and the outer one's clock runs on when it ends.
@@ -57,8 +64,16 @@ class Watchdog {
   Watchdog() = default;
   ~Watchdog();
   void run();
-  // The lost ranks' description, "" when every rank answers (or there is no probe).
-  std::string lost_peers();
+  // Ranks whose processes no longer answer: "lost" (described, "" if none), and
+  // "erred", those that announced an error of their own before they went.
+  struct GonePeers {
+    std::string lost, erred;
+    bool empty() const { return lost.empty() && erred.empty(); }
+  };
+  GonePeers gone_peers();
+  // Ends this process when some peers are gone: lost (exit 76) or erred (exit 1);
+  // `then`: what waits for them, "... ; ending the job".
+  void end_if_gone(const GonePeers& gone, const std::string& then, int rank);
   void drain_probe();
   // Answers probes for `seconds` (others probing a moment later must find this rank alive).
   void linger(double seconds);
