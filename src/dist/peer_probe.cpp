@@ -61,14 +61,16 @@ Reach outcome(int fd) {
 // rank (4 bytes, network order). A probe sends nothing and closes.
 constexpr unsigned char kNoticeMagic[4] = {'m', 'E', 'r', '!'};
 constexpr std::size_t kNoticeBytes = 8;
-// Accepted connections kept waiting for their bytes: at most this many, this long.
-constexpr std::size_t kMaxIncoming = 1024;
-constexpr auto kIncomingLimit = std::chrono::seconds(2);
+// Accepted connections that have sent neither a notice nor their end yet (their
+// bytes may still be on the way): at most this many, each at most this long.
+constexpr std::size_t kMaxSilent = 64;
+constexpr auto kSilentLimit = std::chrono::seconds(2);
 
 // Waits for every started connect to finish or the time to run out (silent to
-// the end: lost); sends `message` on each connection that completes, if any.
-// Meanwhile it empties this rank's own listener (`owner`'s), so that ranks
-// probing each other at the same moment never fill each other's queues.
+// the end: lost); sends `message` on each connection that completes, if any, and
+// closes each as soon as its outcome is known. Meanwhile it empties this rank's
+// own listener (`owner`'s), so that ranks probing each other at the same moment
+// never fill each other's queues.
 void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int listener, const PeerProbe& owner,
                      const std::vector<unsigned char>& message) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -77,7 +79,7 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
     std::vector<pollfd> waiting;
     std::vector<Attempt*> waiting_for;
     for (Attempt& a : attempts)
-      if (a.fd >= 0 && a.result == Reach::unknown) {
+      if (a.fd >= 0) {
         waiting.push_back({a.fd, POLLOUT, 0});
         waiting_for.push_back(&a);
       }
@@ -96,17 +98,19 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
     for (std::size_t j = 0; j < waiting_for.size(); ++j) {
       if (!waiting[j].revents) continue;
       Attempt& a = *waiting_for[j];
-      a.result = outcome(a.fd);
+      a.result = outcome(a.fd);  // unknown: this side failed, which names nobody
       // 8 bytes on a connection just made: the socket's buffer takes them at once.
       if (a.result == Reach::answered && !message.empty())
         (void)::send(a.fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(a.fd);
+      a.fd = -1;
     }
     if (listener >= 0 && waiting.back().revents) owner.drain();
     if (last_look) break;
   }
   for (Attempt& a : attempts) {
     if (a.fd < 0) continue;
-    if (a.result == Reach::unknown && !poll_failed) a.result = Reach::lost;  // never answered in time
+    if (!poll_failed) a.result = Reach::lost;  // never answered in time
     ::close(a.fd);
     a.fd = -1;
   }
@@ -116,16 +120,28 @@ void finish_connects(std::vector<Attempt>& attempts, double timeout_s, int liste
 // of descriptors (MPI and NCCL hold many) however large the world.
 constexpr std::size_t kProbeBatch = 256;
 
-// Probes `ranks` of `table`, kProbeBatch at a time (sending `message` to each
-// that answers); one result per rank.
+// Probes `ranks` of `table`, kProbeBatch at a time, each batch for at most
+// timeout_s and all of them for at most total_s (0: no such bound), sending
+// `message` to each rank that answers; one result per rank (unknown for those
+// never tried).
 std::vector<Reach> probe(const std::vector<ProbeAddress>& table, const std::vector<int>& ranks, double timeout_s,
-                         int listener, const PeerProbe& owner, const std::vector<unsigned char>& message = {}) {
+                         int listener, const PeerProbe& owner, const std::vector<unsigned char>& message = {},
+                         double total_s = 0.0) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(total_s);
   std::vector<Reach> results;
   for (std::size_t first = 0; first < ranks.size(); first += kProbeBatch) {
+    const std::size_t last = std::min(ranks.size(), first + kProbeBatch);
+    double limit = timeout_s;
+    if (total_s > 0.0) {
+      limit = std::min(limit, std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count());
+      if (limit <= 0.0) {
+        results.resize(ranks.size(), Reach::unknown);
+        break;
+      }
+    }
     std::vector<Attempt> batch;
-    for (std::size_t i = first; i < std::min(ranks.size(), first + kProbeBatch); ++i)
-      batch.push_back(start_connect(table.at(static_cast<std::size_t>(ranks[i]))));
-    finish_connects(batch, timeout_s, listener, owner, message);
+    for (std::size_t i = first; i < last; ++i) batch.push_back(start_connect(table.at(static_cast<std::size_t>(ranks[i]))));
+    finish_connects(batch, limit, listener, owner, message);
     for (const Attempt& a : batch) results.push_back(a.result);
   }
   return results;
@@ -149,7 +165,7 @@ PeerProbe::PeerProbe() {
 }
 
 PeerProbe::~PeerProbe() {
-  for (const Incoming& in : incoming_) ::close(in.fd);
+  for (const Incoming& in : silent_) ::close(in.fd);
   if (listener_ >= 0) ::close(listener_);
 }
 
@@ -226,48 +242,52 @@ std::string PeerProbe::describe(const std::vector<int>& ranks) const {
   return text;
 }
 
-void PeerProbe::drain() const {
-  if (listener_ < 0) return;
+bool PeerProbe::drain() const {
+  if (listener_ < 0) return false;
   std::lock_guard<std::mutex> lock(incoming_mutex_);
-  for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
-    if (incoming_.size() >= kMaxIncoming) {  // many probes at once: the oldest waited long enough
-      ::close(incoming_.front().fd);
-      incoming_.erase(incoming_.begin());
-    }
-    Incoming in;
-    in.fd = fd;
-    in.since = std::chrono::steady_clock::now();
-    incoming_.push_back(in);
-  }
-  read_incoming();
-}
-
-// Reads what the accepted connections sent so far: a whole notice, or the end of
-// a probe's connection, closes one; one still silent stays until kIncomingLimit.
-void PeerProbe::read_incoming() const {
   const auto now = std::chrono::steady_clock::now();
-  std::vector<Incoming> waiting;
-  for (Incoming& in : incoming_) {
-    ssize_t n = 0;
-    while (in.got < kNoticeBytes &&
-           (n = ::recv(in.fd, in.bytes + in.got, kNoticeBytes - in.got, MSG_DONTWAIT)) > 0)
-      in.got += static_cast<std::size_t>(n);
-    if (in.got == kNoticeBytes && std::memcmp(in.bytes, kNoticeMagic, sizeof(kNoticeMagic)) == 0) {
-      std::uint32_t network = 0;
-      std::memcpy(&network, in.bytes + sizeof(kNoticeMagic), sizeof(network));
-      const auto rank = static_cast<std::int64_t>(ntohl(network));
-      if (rank != self_ && rank < static_cast<std::int64_t>(table_.size())) {
-        const auto at = std::lower_bound(announced_.begin(), announced_.end(), static_cast<int>(rank));
-        if (at == announced_.end() || *at != rank) announced_.insert(at, static_cast<int>(rank));
-      }
-    }
-    const bool silent = in.got < kNoticeBytes && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (silent && now - in.since < kIncomingLimit)
-      waiting.push_back(in);
+  std::vector<Incoming> still;
+  for (Incoming& in : silent_) {
+    if (read_notice(in)) continue;  // finished and closed
+    if (now - in.since < kSilentLimit)
+      still.push_back(in);
     else
       ::close(in.fd);
   }
-  incoming_ = std::move(waiting);
+  silent_ = std::move(still);
+  // Each new connection is read at once: a probe's has ended or will, a notice's
+  // bytes came with it; only the few still silent are kept.
+  for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
+    Incoming in;
+    in.fd = fd;
+    in.since = now;
+    if (read_notice(in)) continue;
+    if (silent_.size() >= kMaxSilent) {  // the oldest waited long enough
+      ::close(silent_.front().fd);
+      silent_.erase(silent_.begin());
+    }
+    silent_.push_back(in);
+  }
+  return !silent_.empty();
+}
+
+// Reads what one accepted connection sent so far. True when it is finished
+// (closed): a whole notice (recorded), its end, or an error.
+bool PeerProbe::read_notice(Incoming& in) const {
+  ssize_t n = 0;
+  while (in.got < kNoticeBytes && (n = ::recv(in.fd, in.bytes + in.got, kNoticeBytes - in.got, MSG_DONTWAIT)) > 0)
+    in.got += static_cast<std::size_t>(n);
+  if (in.got < kNoticeBytes && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+  ::close(in.fd);
+  if (in.got < kNoticeBytes || std::memcmp(in.bytes, kNoticeMagic, sizeof(kNoticeMagic)) != 0) return true;
+  std::uint32_t network = 0;
+  std::memcpy(&network, in.bytes + sizeof(kNoticeMagic), sizeof(network));
+  const auto rank = static_cast<std::int64_t>(ntohl(network));
+  if (rank != self_ && rank < static_cast<std::int64_t>(table_.size())) {
+    const auto at = std::lower_bound(announced_.begin(), announced_.end(), static_cast<int>(rank));
+    if (at == announced_.end() || *at != rank) announced_.insert(at, static_cast<int>(rank));
+  }
+  return true;
 }
 
 void PeerProbe::announce_own_error(double timeout_s) const {
@@ -279,7 +299,7 @@ void PeerProbe::announce_own_error(double timeout_s) const {
   std::vector<int> others;
   for (int r = 0; r < static_cast<int>(table_.size()); ++r)
     if (r != self_) others.push_back(r);
-  probe(table_, others, timeout_s, listener_, *this, notice);
+  probe(table_, others, timeout_s, listener_, *this, notice, timeout_s);
 }
 
 std::vector<int> PeerProbe::announced_own_error() const {

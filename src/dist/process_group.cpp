@@ -32,6 +32,8 @@ ProcessGroup::ProcessGroup(int* argc, char*** argv) {
   host_ = host_name();
   set_up_peer_probe();
   world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  // Last: a constructor that throws runs no destructor to take the probe back.
+  Watchdog::instance().set_probe(&probe_);
 }
 
 // Every rank learns every rank's probe address. Each rank then checks that the
@@ -57,7 +59,6 @@ void ProcessGroup::set_up_peer_probe() {
                    "note: peer probes are off (some rank could not reach the next one at its hostname's address): a "
                    "lost rank ends the job after dist.timeout_s, without being named\n");
   }
-  Watchdog::instance().set_probe(&probe_);
 }
 
 ProcessGroup::~ProcessGroup() {

@@ -19,8 +19,11 @@ constexpr double kProbeAnswerS = 2.0;
 // A rank that found lost peers stays (answering probes) this long before it exits:
 // other survivors probe a moment later, and must not count it among the lost.
 constexpr double kLingerS = 2.0;
-// A rank that ends after an error tells the others within this long (PeerProbe::announce_own_error).
-constexpr double kAnnounceS = 1.0;
+// A rank that ends after an error tells the others within this long
+// (PeerProbe::announce_own_error): longer than one lost SYN's retry (1 s).
+constexpr double kAnnounceS = 3.0;
+// Before naming a rank lost, notices still on their way get this long to arrive.
+constexpr double kNoticeWaitS = 0.5;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -93,7 +96,9 @@ Watchdog::GonePeers Watchdog::gone_peers() {
   if (!probe_ || !probe_->enabled()) return {};
   std::vector<int> lost = probe_->lost_ranks(kProbeAnswerS);
   if (lost.empty()) return {};
-  probe_->drain();  // notices that came in while probing
+  // Notices that came in while probing; an accepted connection still silent may be one.
+  for (int i = 0; probe_->drain() && i < static_cast<int>(kNoticeWaitS / 0.05); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const std::vector<int> announced = probe_->announced_own_error();
   std::vector<int> erred;
   for (auto it = lost.begin(); it != lost.end();)
@@ -116,6 +121,11 @@ void Watchdog::end_if_gone(const GonePeers& gone, const std::string& then, int r
 }
 
 void Watchdog::announce_own_error() {
+  if (ending_.load()) return;  // this process already ends on the watchdog's decision
+  announce();
+}
+
+void Watchdog::announce() {
   std::lock_guard<std::mutex> lock(probe_mutex_);
   if (probe_ && probe_->enabled()) probe_->announce_own_error(kAnnounceS);
 }
@@ -125,8 +135,7 @@ void Watchdog::end_if_peers_lost(const std::string& what, int rank) {
   // Decide when the ranks still waiting in this collective probe (5 s after it
   // began, by their monitors): the survivors then end together, with exit 76,
   // before the launcher reacts to the first of them. A peer that ended by
-  // MPI_Abort after its own error looks lost too, but by then the launcher has
-  // ended the job.
+  // MPI_Abort after its own error announced it, and is named so (exit 1).
   const std::int64_t began = started_ns_.load();
   const std::int64_t decide_ns = (began > 0 ? began : now_ns()) + static_cast<std::int64_t>(kProbeAfterS * 1e9);
   linger(std::max(0.0, static_cast<double>(decide_ns - now_ns()) * 1e-9));
@@ -152,10 +161,10 @@ void Watchdog::end_process(const std::string& message, int exit_code, int rank) 
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits
   std::fprintf(stderr, "mpiddp: error: rank %d: %s\n", rank, message.c_str());
   std::fflush(stderr);
-  if (exit_code == kExitRanksLost)
-    linger(kLingerS);
-  else
-    announce_own_error();  // survivors still waiting must not take this rank for a lost one
+  // Ranks still waiting must not take this one for a lost one: it stays, answering
+  // probes, and unless it ends for lost peers itself, it tells them it ends on an error.
+  if (exit_code != kExitRanksLost) announce();
+  linger(kLingerS);
   // Without MPI_Finalize the launcher sees this rank fail and ends the others.
   ::_exit(exit_code);
 }

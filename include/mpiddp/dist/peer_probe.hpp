@@ -48,13 +48,15 @@ class PeerProbe {
   // "rank(s) 2,3 on host node2; rank(s) 5 on host node3".
   std::string describe(const std::vector<int>& ranks) const;
   // Accepts what waits at the listener: closes the connections probes left, and
-  // reads the notices of ranks that announced an error of their own. Never blocks.
-  void drain() const;
+  // reads the notices of ranks that announced an error of their own. Never
+  // blocks. True while some accepted connection has sent nothing yet (a notice
+  // may be on its way): a caller about to name lost ranks drains again.
+  bool drain() const;
 
   // Tells every other rank, before this process ends after an error of its own
   // (its line printed, MPI_Abort next), that it does: a peer that then finds this
   // process gone, because the launcher is slow to end the job, knows it did not
-  // die with its node. A short message to each rank's listener, within timeout_s.
+  // die with its node. A short message to each rank's listener, all within timeout_s.
   void announce_own_error(double timeout_s) const;
   // The ranks whose notices drain() has read so far, in order.
   std::vector<int> announced_own_error() const;
@@ -67,14 +69,14 @@ class PeerProbe {
     unsigned char bytes[8] = {};
     std::chrono::steady_clock::time_point since;
   };
-  void read_incoming() const;
+  bool read_notice(Incoming& in) const;
 
   int listener_ = -1;
   bool enabled_ = false;
   int self_ = 0;
   std::vector<ProbeAddress> table_;
   mutable std::mutex incoming_mutex_;  // drain() may run on the watchdog's thread and the caller's
-  mutable std::vector<Incoming> incoming_;
+  mutable std::vector<Incoming> silent_;
   mutable std::vector<int> announced_;  // sorted
 };
 

@@ -10,7 +10,8 @@
 // A call that fails instead of waiting (check_mpi) asks the same question, at the same time.
 // A rank that ends after an error of its own announces it to the others first
 // (announce_own_error): a peer gone after such a notice is named as ended by its
-// error (exit 1), so a slow launcher never turns one rank's error into a node loss.
+// error (exit 1), so a slow launcher does not turn one rank's error into a node
+// loss (unless some other peer is gone without a notice: then exit 76).
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -33,7 +34,8 @@ class Watchdog {
   void set_probe(const PeerProbe* probe);
   // For a blocking call that failed (`what`: "MPI_Allreduce(...) failed: text"):
   // when some peers' processes no longer answer, ends this process as a stall
-  // would, with the line naming them (exit 76); otherwise returns, and the caller
+  // would, with the line naming them (exit 76, or 1 when all of them announced an
+  // error of their own); otherwise returns, and the caller
   // reports the failure itself. A write to a dead node's rank fails (EPIPE) long
   // before dist.timeout_s, and must still be told as the lost ranks it is. It
   // decides when a rank waiting in the same call would (5 s after the call began,
@@ -75,6 +77,7 @@ class Watchdog {
   // `then`: what waits for them, "... ; ending the job".
   void end_if_gone(const GonePeers& gone, const std::string& then, int rank);
   void drain_probe();
+  void announce();  // announce_own_error, also while this process is ending
   // Answers probes for `seconds` (others probing a moment later must find this rank alive).
   void linger(double seconds);
   // "MPI_Allreduce(float sum) at step 12", or without the step before the first.
