@@ -112,8 +112,10 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 # A requeued job may start only once its old credential expired (cred_expire + 1 s
-# after the requeue); 120 s by default, 10 s here so requeue tests stay short.
-AuthInfo=cred_expire=10
+# after the requeue); 120 s by default, 30 s here so requeue tests stay short. Not
+# shorter: a requeued job started 11 s after a node failure can meet its previous
+# run's steps still ending on a busy machine.
+AuthInfo=cred_expire=30
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
