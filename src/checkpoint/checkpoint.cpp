@@ -18,6 +18,7 @@
 #include "attribute_checks.hpp"
 #include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 #include "mpiddp/common/printable.hpp"
 #include "flat_range.hpp"
 #include "mpiddp/data/sampler.hpp"
@@ -186,7 +187,9 @@ void write_checkpoint(const std::string& path, const ParameterStore& params, Opt
   std::lock_guard<std::mutex> hdf5(h5::library_mutex());
   const std::string temp = path + ".tmp";
   try {
-    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    // A new file, never through a link left at the temporary's name.
+    clear_path(temp);
+    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file) throw RuntimeError(temp + ": cannot create checkpoint (" + h5::why_not_creatable(temp) + ")");
     const hid_t f = file.get();
     h5::write_int_attribute(f, "format_version", kCheckpointFormat);

@@ -10,6 +10,7 @@
 #include "checkpoint_files.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 
 namespace mpiddp {
 namespace {
@@ -52,7 +53,7 @@ std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& o
 
   // `latest` names the newest complete checkpoint; it is replaced atomically too.
   const std::string latest = dir_ + "/latest", temp = latest + ".tmp";
-  std::FILE* out = std::fopen(temp.c_str(), "w");
+  std::FILE* out = create_fresh_file(temp);
   if (!out) throw RuntimeError(temp + ": cannot write (" + std::strerror(errno) + ")");
   const bool ok = std::fprintf(out, "%s\n", name) > 0;
   if (std::fclose(out) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");

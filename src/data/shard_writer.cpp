@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 #include "io/create_failure.hpp"
 #include "io/hdf5_util.hpp"
 #include "shard_files.hpp"
@@ -78,7 +79,8 @@ ShardSummary convert(RowSource& source, const std::string& out_dir, int shards, 
     const std::string path = out_dir + "/" + shard_name(prefix, s, shards);
     const std::string temp = path + ".tmp";
     written.push_back(temp);
-    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    clear_path(temp);  // a new file, never through a link left at the temporary's name
+    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file) throw RuntimeError(temp + ": cannot create shard (" + h5::why_not_creatable(temp) + ")");
     h5::Handle features = create_dataset(file.get(), "features", u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE, {rows, dim}, path);
     h5::Handle labels = classes ? create_dataset(file.get(), "labels", H5T_STD_I32LE, {rows}, path)

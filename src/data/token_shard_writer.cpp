@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 #include "mpiddp/data/token_shards.hpp"
 #include "io/create_failure.hpp"
 #include "shard_files.hpp"
@@ -34,7 +35,8 @@ ShardSummary convert_tokens(TokenSource& source, const std::string& out_dir, int
     const std::int64_t first = total * s / shards, last = total * (s + 1) / shards;
     const std::string path = out_dir + "/" + shard_name(prefix, s, shards), temp = path + ".tmp";
     written.push_back(temp);
-    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    clear_path(temp);  // a new file, never through a link left at the temporary's name
+    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file) throw RuntimeError(temp + ": cannot create shard (" + h5::why_not_creatable(temp) + ")");
     h5::Handle tokens = create_dataset(file.get(), "tokens", stored_type(source.vocab_size()),
                                        {static_cast<hsize_t>(last - first)}, path);

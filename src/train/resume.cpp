@@ -5,10 +5,12 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/process_group.hpp"
 #include "mpiddp/train/session.hpp"
@@ -234,7 +236,16 @@ std::vector<std::string> runs_checkpoints(const CheckpointDirectory& directory) 
   std::vector<std::string> all = directory.complete_checkpoints();
   std::string latest_name;
   std::ifstream(directory.dir() + "/latest") >> latest_name;
-  const std::string run = latest_name.empty() ? "" : checkpoint_run_id(directory.dir() + "/" + latest_name);
+  // Only a complete checkpoint of this directory counts: never a path out of it.
+  const auto named_at = std::find_if(all.begin(), all.end(), [&](const std::string& file) {
+    return latest_name.find('/') == std::string::npos && std::filesystem::path(file).filename() == latest_name;
+  });
+  if (!latest_name.empty() && named_at == all.end()) {
+    std::fprintf(stderr, "mpiddp: warning: %s/latest names '%s', not a complete checkpoint there; ignoring it\n",
+                 directory.dir().c_str(), printable(latest_name).c_str());
+    return all;
+  }
+  const std::string run = latest_name.empty() ? "" : checkpoint_run_id(*named_at);
   if (run.empty()) return all;
   std::vector<std::string> ours;
   for (const std::string& path : all) {

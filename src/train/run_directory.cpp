@@ -51,6 +51,10 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw InputError("run.dir " + dir + ": cannot write (" + std::strerror(errno) + ")");
   const std::string checkpoints = dir + "/checkpoints";
+  // Its own directory: through a link, another run's checkpoints would be moved aside and mixed in.
+  if (fs::is_symlink(status_of(checkpoints)))
+    throw InputError("run.dir " + dir + ": checkpoints is a symbolic link; a run keeps its checkpoints in a directory "
+                     "of its own");
   if (fs::exists(status_of(checkpoints)) && !fs::is_directory(fs::status(checkpoints)))
     throw InputError("run.dir " + dir + ": checkpoints exists and is not a directory");
   // Found now rather than at the first checkpoint, after minutes or hours of training.

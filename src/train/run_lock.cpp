@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 #include "mpiddp/common/host.hpp"
 
 namespace mpiddp {
@@ -63,7 +64,7 @@ void RunLock::acquire(const std::string& run_dir) {
 void RunLock::record_holder() const {
   if (fd_ < 0) return;
   const std::string path = dir_ + "/.lock", temp = path + ".tmp";
-  std::FILE* f = std::fopen(temp.c_str(), "w");
+  std::FILE* f = create_fresh_file(temp);
   const std::string text = holder_text() + "\n";
   const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (f && std::fclose(f) != 0) throw RuntimeError(path + ": cannot write (disk full?)");

@@ -9,13 +9,14 @@
 #include <string>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 
 namespace mpiddp {
 
 namespace {
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string temp = path + ".tmp";
-  std::FILE* f = std::fopen(temp.c_str(), "w");
+  std::FILE* f = create_fresh_file(temp);
   if (!f) throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) throw RuntimeError(path + ": write failed (disk full?)");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 
 namespace mpiddp {
 
@@ -12,7 +13,7 @@ SampleLog::SampleLog(const std::string& pattern, int rank) : rank_(rank) {
   const std::size_t at = pattern.find("%r");
   path_ = at == std::string::npos ? pattern + ".rank-" + std::to_string(rank)
                                   : pattern.substr(0, at) + std::to_string(rank) + pattern.substr(at + 2);
-  file_.reset(std::fopen(path_.c_str(), "a"));
+  file_.reset(open_to_append(path_));
   // agree_or_fail names the rank that could not open its file.
   if (!file_) throw InputError("debug.sample_log: cannot open " + path_ + " (" + std::strerror(errno) + ")");
 }

@@ -271,4 +271,34 @@ sed 's/^hidden = 16$/hidden = 32/' "$WORK/run.ini" > "$WORK/other.ini"
 expect_error mpmd-input-file 1 "model.hidden is '16' on rank 0 but '32' on rank 1" \
   train "$WORK/run.ini" --run.dir "$WORK/mpmd" : -n 1 "$MPIDDP" train "$WORK/other.ini" --run.dir "$WORK/mpmd"
 [ -e "$WORK/mpmd" ] && fail "ranks with different settings wrote $WORK/mpmd" || pass "nothing written before the comparison"
+# ---- 9. links planted in a run.dir are never written through ----
+# A symlink at a temporary's name (config.ini.tmp, metrics.jsonl.tmp,
+# summary.json.tmp, .lock.tmp) is replaced, its target
+# untouched; a checkpoints/ that links to another run's is refused; a `latest`
+# naming a file outside checkpoints/ is ignored, never followed.
+mkdir -p "$WORK/links"
+for name in config.ini.tmp metrics.jsonl.tmp summary.json.tmp .lock.tmp; do
+  echo PRECIOUS > "$WORK/victim-$name"; ln -s "$WORK/victim-$name" "$WORK/links/$name"
+done
+train2 --run.dir "$WORK/links" > "$WORK/links.out" 2>&1 || fail "links: training exit $?"
+kept=0
+for name in config.ini.tmp metrics.jsonl.tmp summary.json.tmp .lock.tmp; do
+  [ "$(cat "$WORK/victim-$name")" = PRECIOUS ] && kept=$((kept + 1)) || fail "links: $name's target was written"
+done
+[ "$kept" = 4 ] && [ ! -L "$WORK/links/summary.json" ] && [ "$(json_field "$WORK/links/summary.json" status)" = completed ] \
+  && pass "symlinks at the temporaries' names: replaced, their 4 targets intact, the run completed"
+mkdir -p "$WORK/linked"; ln -s "$WORK/links/checkpoints" "$WORK/linked/checkpoints"
+before=$(ls "$WORK/links/checkpoints" | tr '\n' ' ')
+expect_input_error linked-checkpoints 2 "run.dir $WORK/linked: checkpoints is a symbolic link" "${T[@]}" --run.dir "$WORK/linked"
+[ "$(ls "$WORK/links/checkpoints" | tr '\n' ' ')" = "$before" ] && pass "the linked run's checkpoints untouched" \
+  || fail "linked checkpoints: the other run's files changed"
+train2 --run.dir "$WORK/elsewhere" --train.seed 7 > /dev/null 2>&1 || fail "links: the other run, exit $?"
+cp -r "$WORK/links" "$WORK/outside"
+echo "../../elsewhere/checkpoints/$(basename "$(ckpt "$WORK/elsewhere/checkpoints" 20)")" > "$WORK/outside/checkpoints/latest"
+train2 --run.dir "$WORK/outside" --resume auto --train.epochs 3 > "$WORK/outside.out" 2>&1 || fail "outside latest: exit $?"
+grep -q "latest names '../../elsewhere/.*', not a complete checkpoint there; ignoring it" "$WORK/outside.out" \
+  && grep -q "^resuming from $WORK/outside/checkpoints/ckpt-step-000000020.h5" "$WORK/outside.out" \
+  && ! ls "$WORK/outside/checkpoints" | grep -q not-this-run \
+  && pass "a latest naming a file outside checkpoints/ is ignored: the run resumed from its own step 20" \
+  || { fail "outside latest"; grep -a "warning\|resum\|error" "$WORK/outside.out" >&2; }
 finish
