@@ -249,14 +249,24 @@ Prepared prepare(const ModelConfig& model, const Shape& input, std::size_t outpu
   }
 }
 
-// One class score per sample, or per position of a sequence ({T} of token ids in,
-// {T, classes} out: the next token's scores at every position).
-void check_output(const Shape& input, const Shape& output, std::size_t outputs) {
-  if (input.size() == 1 && output == Shape{input[0], outputs}) return;
+// One class score per sample, or, for a model that reads token ids, one per
+// position of the sequence ({T} of token ids in, {T, classes} out: the next
+// token's scores at every position; the loss pairs them with every target).
+void check_output(const Shape& input, const Shape& output, std::size_t outputs, bool tokens) {
+  if (tokens) {
+    if (output == Shape{input[0], outputs}) return;
+    throw LayerError("the last layer gives " + shape_text(output) + " per sample, but a model of token ids must give " +
+                     shape_text(Shape{input[0], outputs}) +
+                     " (scores for every position of the window): no flatten; end with a linear without arguments");
+  }
   if (output != Shape{outputs})
     throw LayerError("the last layer gives " + shape_text(output) + " per sample, but the loss needs " +
                      std::to_string(outputs) + " (" + "classes or regression targets" +
                      "): end the list with flatten and a linear without arguments");
+}
+
+bool reads_tokens(const Prepared& p) {
+  return !p.layers.empty() && p.layers.front()->takes_tokens();
 }
 
 }  // namespace
@@ -265,8 +275,9 @@ std::unique_ptr<Sequential> build_model(const ModelConfig& model, const Shape& i
                                         std::uint64_t seed, Device* device) {
   Prepared p = prepare(model, input, outputs);
   try {
+    const bool tokens = reads_tokens(p);
     auto built = std::make_unique<Sequential>(std::move(p.layers), p.input, seed, device);
-    check_output(p.input, built->output_shape(), outputs);
+    check_output(p.input, built->output_shape(), outputs, tokens);
     return built;
   } catch (const LayerError& e) {
     throw InputError(p.key + ": " + e.what());
@@ -287,7 +298,7 @@ ModelPlan plan_model(const ModelConfig& model, const Shape& input, std::size_t o
   try {
     ParameterStore store;  // names and shapes only: nothing is allocated
     const std::vector<Shape> shapes = declare_layers(p.layers, p.input, store);
-    check_output(p.input, shapes.back(), outputs);
+    check_output(p.input, shapes.back(), outputs, reads_tokens(p));
     ModelPlan plan;
     plan.layers = nested_layer_count(p.layers);
     plan.arrays = store.list().size();

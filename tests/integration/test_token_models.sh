@@ -250,6 +250,10 @@ expect_error small_table 2 "num_embeddings 100 is below the vocabulary size 256"
   train "$WORK/gpt.ini" --model.layers "embedding(100,16) linear" --run.dir "$WORK/r7"
 expect_error late_embedding 2 "layer 2 (layers.1) Embedding: reads token ids, so it must be the first layer" \
   train "$WORK/gpt.ini" --model.layers "embedding(256,16) embedding(256,16) linear" --run.dir "$WORK/r8"
+# One score row per sample, not per position: the loss would pair a batch's rows with
+# its first targets (train), and generate would read past the scores (it did).
+expect_error flat_head 2 "the last layer gives 256 per sample, but a model of token ids must give 16x256" \
+  train "$WORK/gpt.ini" --model.layers "embedding(256,8) flatten linear" --run.dir "$WORK/r11"
 expect_error long_context 2 "fewer than one window of data.context + 1 = 9001" \
   train "$WORK/gpt.ini" --data.context 9000 --run.dir "$WORK/r9"
 expect_error augment_tokens 2 "data.augment: transforms images, but data.context = 16 reads token shards" \
