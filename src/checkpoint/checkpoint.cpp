@@ -114,7 +114,7 @@ void read_arrays(hid_t file, const std::string& group, const std::vector<Paramet
     if (!read_data) continue;
     // A dataset never written reads as its fill value: zeros (or any value the
     // file chose) in place of weights, without a word.
-    h5::check_stored_extent(dataset.get(), dims, path + ": '" + name + "'");
+    h5::check_plain_stored(dataset.get(), dims, path + ": '" + name + "'");
     h5::check<InputError>(
         H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data() + p.offset),
         path + ": cannot read '" + name + "' (damaged file?)");
@@ -164,7 +164,7 @@ StagedBuffers read_buffers(hid_t file, const ParameterStore& params, const std::
     h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
     h5::Handle space(H5Dget_space(dataset.get()), H5Sclose);
     std::int64_t value = -1;
-    if (dataset) h5::check_stored_extent(dataset.get(), h5::dataset_extent(dataset.get()), path + ": '" + name + "'");
+    if (dataset) h5::check_plain_stored(dataset.get(), h5::dataset_extent(dataset.get()), path + ": '" + name + "'");
     if (H5Sget_simple_extent_npoints(space.get()) != 1 ||
         H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0 || value < 0)
       throw InputError(path + ": '" + name + "' is not one count of at least 0 (damaged or edited checkpoint)");

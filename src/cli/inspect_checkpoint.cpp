@@ -56,7 +56,7 @@ herr_t collect(hid_t group, const char* name, const ObjectInfo* info, void* out)
   H5Sget_simple_extent_dims(space.get(), summary.shape.data(), nullptr);
   // The buffer below is sized from the header: the file must hold that much.
   try {
-    h5::check_stored_extent(set.get(), summary.shape, visit.path + ": dataset '" + name + "'");
+    h5::check_plain_stored(set.get(), summary.shape, visit.path + ": dataset '" + name + "'");
   } catch (const InputError& e) {  // not through HDF5's C frames: stop the visit and rethrow after it
     visit.problem = e.what();
     return -1;

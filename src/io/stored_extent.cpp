@@ -60,4 +60,14 @@ void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const 
   }
 }
 
+void check_plain_stored(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where) {
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  const int filters = plist ? H5Pget_nfilters(plist.get()) : -1;
+  if (filters != 0)
+    throw InputError(where + " is stored through " + (filters < 0 ? std::string("unreadable") : std::to_string(filters)) +
+                     " HDF5 filter(s) (compressed): mpiddp writes checkpoints plain, and a damaged compressed "
+                     "chunk would read as uninitialised memory");
+  check_stored_extent(dataset, dims, where);
+}
+
 }  // namespace mpiddp::h5

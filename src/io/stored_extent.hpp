@@ -15,6 +15,11 @@ namespace mpiddp::h5 {
 // layouts are accepted as they are.
 void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where);
 
+// check_stored_extent, and for the files mpiddp writes itself (checkpoints,
+// model.init): no HDF5 filters. HDF5 does not check that a compressed chunk
+// inflates to its full size, and the rest would read as uninitialised memory.
+void check_plain_stored(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where);
+
 // A dataset's extent (empty for a scalar).
 std::vector<hsize_t> dataset_extent(hid_t dataset);
 

@@ -70,6 +70,16 @@ for layout in chunked contiguous; do
     "${T[@]}" --run.dir "$WORK/r7-$layout" --resume "$WORK/unwritten-$layout.h5"
 done
 
+# A compressed chunk that inflates short (4 of 512 bytes): HDF5 leaves the rest of
+# its buffer as it was (heap memory). Checkpoints are written plain: filters refused.
+changed short-chunk.h5 "$ckpt" "import zlib; s = f['params/layers.0.weight'].shape; del f['params/layers.0.weight']; d = f['params'].create_dataset('layers.0.weight', shape=s, dtype='f4', chunks=s, compression='gzip'); d.id.write_direct_chunk((0, 0), zlib.compress(bytes(4)), filter_mask=0)"
+expect_input_error init-short-chunk 2 "'params/layers.0.weight' is stored through 1 HDF5 filter(s) (compressed)" \
+  "${T[@]}" --run.dir "$WORK/r9" --model.init "$WORK/short-chunk.h5"
+expect_input_error resume-short-chunk 2 "'params/layers.0.weight' is stored through 1 HDF5 filter(s)" \
+  "${T[@]}" --run.dir "$WORK/r10" --resume "$WORK/short-chunk.h5"
+expect_input_error inspect-short-chunk 1 "dataset 'params/layers.0.weight' is stored through 1 HDF5 filter(s)" \
+  inspect checkpoint "$WORK/short-chunk.h5"
+
 # ---- files: regular ones only (a FIFO would block HDF5's open for good) ----
 mkfifo "$WORK/fifo.h5"
 expect_input_error init-fifo 2 "model.init $WORK/fifo.h5: not a regular file (a FIFO)" \
