@@ -50,6 +50,26 @@ def check_outputs(outputs, checkpoint, force):
         refuse_existing(path, force)
 
 
+def check_in_file(h5py, parent, name, path, prefix="/"):
+    """NAME in PARENT must be an object of this file: no soft or external link (which would read another one)."""
+    link = parent.get(name, getlink=True)
+    if not isinstance(link, h5py.HardLink):
+        die(f"{path}: {prefix}{name} is a link ({type(link).__name__}); to-torch reads only what the checkpoint "
+            "itself stores")
+
+
+def check_stored_plainly(item, path, where):
+    """As mpiddp writes it: the bytes in this file (no external storage, no virtual dataset), no filters (a damaged
+    compressed chunk reads as uninitialised memory), and written (an unwritten one reads as its fill value)."""
+    if item.is_virtual or item.external:
+        die(f"{path}: {where} is stored in other files; to-torch reads only what the checkpoint itself stores")
+    if item.compression or item.shuffle or item.fletcher32 or item.scaleoffset or item.id.get_create_plist().get_nfilters():
+        die(f"{path}: {where} is stored through HDF5 filters (compressed); mpiddp writes checkpoints plain")
+    if item.size and item.id.get_storage_size() < item.size * item.dtype.itemsize:
+        die(f"{path}: {where} declares {' x '.join(map(str, item.shape))} values but stores only "
+            f"{item.id.get_storage_size()} bytes (never written, or not a real data set)")
+
+
 def read_checkpoint(h5py, path):
     """The /params and /buffers arrays (name -> numpy array) and the stored input file."""
     # HDF5's open would block forever on a FIFO, or read a device without end.
@@ -70,10 +90,14 @@ def read_checkpoint(h5py, path):
             arrays = []
             for group in ("params", "buffers"):
                 named = {}
+                if group in f:
+                    check_in_file(h5py, f, group, path)
                 for name in (f[group] if group in f else []):
+                    check_in_file(h5py, f[group], name, path, f"/{group}/")
                     item = f[group].get(name)
                     if not isinstance(item, h5py.Dataset) or item.dtype.kind not in "fiu":
                         die(f"{path}: /{group}/{name} is not a numeric array")
+                    check_stored_plainly(item, path, f"/{group}/{name}")
                     value = item[()]
                     named[name] = value if item.dtype.kind == "f" else value.astype("int64")  # torch lacks uint16...
                 arrays.append(named)

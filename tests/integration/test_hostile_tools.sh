@@ -216,6 +216,28 @@ with h5py.File(path, "w") as f:
         b = f.create_group("buffers")
         b["layers.1.running_mean"], b["layers.1.running_var"] = np.zeros(16, "float32"), np.ones(16, "float32")
         b["layers.1.num_batches_tracked"] = np.int64(3)
+    if edit.startswith("outside-"):  # layers.0.weight read from elsewhere, as the binary refuses it
+        kind, w = edit[len("outside-"):], path + ".other.h5"
+        with h5py.File(w, "w") as o:
+            o["w"] = rng.standard_normal((16, 8)).astype("float32")
+        del p["layers.0.weight"]
+        if kind == "external":
+            raw = path + ".secret"
+            open(raw, "wb").write(b"SECRET" * 200)
+            p.create_dataset("layers.0.weight", shape=(16, 8), dtype="<f4", external=[(raw, 0, 512)])
+        elif kind == "elink":
+            p["layers.0.weight"] = h5py.ExternalLink(w, "w")
+        elif kind == "soft":
+            f["elsewhere"] = rng.standard_normal((16, 8)).astype("float32")
+            p["layers.0.weight"] = h5py.SoftLink("/elsewhere")
+        elif kind == "virtual":
+            layout = h5py.VirtualLayout(shape=(16, 8), dtype="f4")
+            layout[:] = h5py.VirtualSource(w, "w", shape=(16, 8))
+            p.create_virtual_dataset("layers.0.weight", layout)
+        elif kind == "unwritten":
+            p.create_dataset("layers.0.weight", shape=(16, 8), dtype="f4", chunks=(16, 8), fillvalue=3.0)
+        elif kind == "compressed":
+            p.create_dataset("layers.0.weight", data=np.ones((16, 8), "f4"), compression="gzip")
 PY
 checkpoint() { "$PYTHON" "$WORK/checkpoint.py" "$@"; }
 to_torch() { "$PYTHON" "$SCRIPTS/to-torch" "$@"; }
@@ -254,6 +276,16 @@ ln "$TT/ckpt.h5" "$TT/hardlink.pt"
 echo "keep me" > "$TT/existing.pt"
 echo "# keep me" > "$TT/existing.py"
 snapshot "$TT" > "$WORK/tt.snap"
+# Only what the checkpoint itself stores, plainly (the binary's rules): never another
+# file's bytes through external storage, links or a virtual dataset, never fill values.
+mkdir -p "$WORK/tto"
+for kind in external:"is stored in other files" elink:"is a link (ExternalLink)" soft:"is a link (SoftLink)" \
+    virtual:"is stored in other files" unwritten:"declares 16 x 8 values but stores only 0 bytes" \
+    compressed:"is stored through HDF5 filters"; do
+  checkpoint "$WORK/tto/outside-${kind%%:*}.h5" $'[model]\nhidden = 16\n' "outside-${kind%%:*}"
+  refused "to-torch-${kind%%:*}" to-torch "/params/layers.0.weight ${kind#*:}" \
+    to_torch "$WORK/tto/outside-${kind%%:*}.h5" "$WORK/tto/outside-${kind%%:*}.pt"
+done
 refused to-torch-onto-input to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/ckpt.h5"
 mkfifo "$WORK/fifo-ckpt.h5"
 refused to-torch-fifo to-torch "fifo-ckpt.h5: not a regular file" timeout 60 "$PYTHON" "$SCRIPTS/to-torch" \
