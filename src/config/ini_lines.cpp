@@ -27,6 +27,10 @@ std::string join_continuation_lines(std::istream& in, const std::string& where) 
   };
   while (std::getline(in, line)) {
     ++number;
+    // A NUL would cut the value short wherever it is used as C text (a path: another file).
+    if (line.find('\0') != std::string::npos)
+      throw InputError(where + ": line " + std::to_string(number) +
+                       " holds a NUL character (\\x00); an input file is text");
     std::string text = without_comment(line);
     if (only_blanks(text)) {
       flush();  // a blank line ends a value, as in configparser

@@ -166,6 +166,7 @@ void ShardedDataset::open_shard(Shard& shard, bool first) {
   const std::string lwhere = path + ": dataset '" + labels_name_ + "'";
   if (fdims.size() != 2) throw InputError(fwhere + " must be 2-D (samples, features), has " + std::to_string(fdims.size()) + " dimension(s)");
   if (ftype != "uint8" && ftype != "float32") throw InputError(fwhere + " has type " + ftype + ", expected uint8 or float32");
+  if (fdims[1] == 0) throw InputError(fwhere + " holds 0 features per sample (" + std::to_string(fdims[0]) + " x 0)");
   if (ldims.empty() || ldims.size() > 2 || ldims[0] != fdims[0])
     throw InputError(lwhere + " must have one row per sample (" + std::to_string(fdims[0]) + ")");
   const std::string want_label = kind_ == LabelKind::class_id ? "int32" : "float32";

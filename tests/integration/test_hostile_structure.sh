@@ -33,6 +33,11 @@ with h5py.File(sys.argv[1], "r+") as f:
 PY
 }
 
+# ---- a sample of no features (it built Linear(0 -> ...) and failed at the first step) ----
+changed zero-features.h5 "$WORK/data/shard-00000-of-00002.h5" "n = f['features'].shape[0]; del f['features']; f['features'] = np.zeros((n, 0), 'f4')"
+expect_input_error shard-zero-features 2 "dataset 'features' holds 0 features per sample (200 x 0)" \
+  "${T[@]}" --data.train "$WORK/zero-features.h5" --run.dir "$WORK/r0"
+
 # ---- attributes: one value, of its kind, text without NULs ----
 changed two-classes "$WORK/data" "del f['labels'].attrs['num_classes']; f['labels'].attrs['num_classes'] = np.array([2, 2])"
 expect_input_error shard-two-classes 2 "attribute 'num_classes' holds 2 values, not one" \

@@ -12,6 +12,10 @@ base=(train --data.train "$WORK/good" --train.epochs 1 --run.dir "$WORK/run")
 
 # ---- the input file itself ----
 expect_input_error ini-is-directory 2 "$WORK: is a directory, not an input file" train "$WORK"
+mkfifo "$WORK/fifo.ini"  # would block every rank's open for good
+expect_input_error ini-is-fifo 2 "$WORK/fifo.ini: not a regular file (a FIFO)" train "$WORK/fifo.ini"
+printf '[data]\ntrain = %s/da\0ta\n' "$WORK" > "$WORK/nul.ini"  # the path would be cut at the NUL
+expect_input_error ini-nul 2 "$WORK/nul.ini: line 2 holds a NUL character (\x00)" train "$WORK/nul.ini"
 touch "$WORK/file"
 expect_input_error ini-below-a-file 2 "$WORK/file/x.ini: cannot open input file (Not a directory)" train "$WORK/file/x.ini"
 # Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun;
