@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "io/hdf5_util.hpp"
 #include "io/stored_extent.hpp"
 
@@ -82,14 +83,16 @@ int inspect_checkpoint(const std::string& path) {
     if (h5::has_attribute(file.get(), key))
       std::printf("%s = %lld\n", key, static_cast<long long>(h5::read_int_attribute(file.get(), key, path)));
   if (h5::has_attribute(file.get(), "run_id"))  // which run it belongs to (retention counts only that run's)
-    std::printf("run_id = %s\n", h5::read_string_attribute(file.get(), "run_id", path).c_str());
+    std::printf("run_id = %s\n", printable(h5::read_string_attribute(file.get(), "run_id", path)).c_str());
   Visit visit{path, {}, {}};
   if (MPIDDP_H5OVISIT(file.get(), collect, &visit) < 0)
     throw InputError(visit.problem.empty() ? path + ": cannot read its arrays (damaged?)" : visit.problem);
   for (const auto& [name, a] : visit.arrays) {
     std::string shape;
     for (hsize_t d : a.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    std::printf("%s [%s] %016llx\n", name.c_str(), shape.c_str(), static_cast<unsigned long long>(a.checksum));
+    // Names from the file: escapes and newlines as \xNN, never raw on the terminal (nor as a line of their own).
+    std::printf("%s [%s] %016llx\n", printable(name).c_str(), shape.c_str(),
+                static_cast<unsigned long long>(a.checksum));
   }
   return kExitOk;
 }

@@ -85,6 +85,14 @@ expect_input_error resume-short-chunk 2 "'params/layers.0.weight' is stored thro
 expect_input_error inspect-short-chunk 1 "dataset 'params/layers.0.weight' is stored through 1 HDF5 filter(s)" \
   inspect checkpoint "$WORK/short-chunk.h5"
 
+# Text from the file reaches the terminal escaped: no terminal escapes, no forged lines.
+changed escapes.h5 "$ckpt" "f.attrs['run_id'] = np.bytes_(b'\x1b]0;TITLE\x07\x1b[31mred\nglobal_step = 999999'); f['params']['\x1b[2Jevil\nname'] = np.zeros(2, 'f4')"
+"$MPIDDP" inspect checkpoint "$WORK/escapes.h5" > "$WORK/escapes.out" 2>&1 || fail "inspect of escapes.h5: exit $?"
+if ! grep -q $'\x1b' "$WORK/escapes.out" && ! grep -q "^global_step = 999999" "$WORK/escapes.out" \
+  && ! grep -q "^name " "$WORK/escapes.out" && grep -qF 'run_id = \x1b]0;TITLE' "$WORK/escapes.out"; then
+  pass "inspect checkpoint prints the file's text escaped: $(grep '^run_id' "$WORK/escapes.out")"
+else fail "inspect checkpoint printed raw text"; cat -v "$WORK/escapes.out" >&2; fi
+
 # ---- files: regular ones only (a FIFO would block HDF5's open for good) ----
 mkfifo "$WORK/fifo.h5"
 expect_input_error init-fifo 2 "model.init $WORK/fifo.h5: not a regular file (a FIFO)" \
