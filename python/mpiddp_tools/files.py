@@ -1,6 +1,7 @@
 """Writing outputs safely: never onto an input, never over an existing output without --force, and atomically
 (a temporary file next to the output, renamed into place; a failed write leaves nothing behind)."""
 import os
+import stat
 import tempfile
 
 from .errors import die, program, reason
@@ -73,8 +74,20 @@ def write_bytes(path, data):
     return path, write
 
 
+def refuse_special(path):
+    """PATH, if it exists, must be a regular file: reading a FIFO would block for good, a device without end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the read itself says so
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        die(f"{path}: not a regular file ({kind})")
+
+
 def read_lines(path):
     """The lines of a UTF-8 text file (a batch file, runs.tsv); one error line when it cannot be read."""
+    refuse_special(path)
     try:
         with open(path, encoding="utf-8") as f:
             return f.read().splitlines()

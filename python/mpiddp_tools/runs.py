@@ -5,7 +5,7 @@ import json
 import math
 
 from .errors import die
-from .files import read_lines
+from .files import read_lines, refuse_special
 
 # Files of a sweep itself in its DIR: no run may be named like them.
 RUNS, BASE = "runs.tsv", "base.ini"
@@ -13,6 +13,7 @@ RUNS, BASE = "runs.tsv", "base.ini"
 
 def read_text(path):
     """A small file's text (undecodable bytes replaced); None if it is missing or unreadable."""
+    refuse_special(path)
     try:
         with open(path, "rb") as f:
             return f.read().decode("utf-8", "replace")
@@ -26,7 +27,7 @@ def read_summary(path):
     text = read_text(path)
     try:
         summary = json.loads(text) if text is not None else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     return summary if isinstance(summary, dict) else {}
 
@@ -34,12 +35,13 @@ def read_summary(path):
 def read_records(path):
     """The records of one metrics.jsonl; a torn last line (a crash mid-write) is skipped. Raises OSError."""
     records = []
-    with open(path) as f:
-        lines = f.read().splitlines()
+    refuse_special(path)
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", "replace").splitlines()  # a damaged byte spoils its line, not the file
     for line in lines:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict):
             records.append(record)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 from .errors import die, note, printable, set_program
-from .files import read_lines, write_atomically, write_bytes
+from .files import read_lines, refuse_special, write_atomically, write_bytes
 from .runs import BASE, RUNS, runs_tsv
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -106,6 +106,7 @@ def check_out(out):
 
 
 def read_bytes(path):
+    refuse_special(path)
     try:
         with open(path, "rb") as f:
             return f.read()

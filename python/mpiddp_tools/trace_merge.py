@@ -31,7 +31,7 @@ import re
 import sys
 
 from .errors import die, set_program
-from .files import same_file, write_atomically
+from .files import refuse_special, same_file, write_atomically
 
 
 def reject_constant(name):
@@ -59,6 +59,7 @@ def check_event(path, i, event):
 
 
 def load(path):
+    refuse_special(path)
     try:
         with open(path, encoding="utf-8") as f:
             trace = json.load(f, parse_constant=reject_constant)

@@ -409,6 +409,28 @@ rm "$SS/c/summary.json"; mkdir "$SS/c/summary.json"
 rc=0; summary "$SS" > "$WORK/ss2.md" 2> "$WORK/ss2.err" || rc=$?
 [ "$rc" = 0 ] && grep -q "| - | a | failed (no summary) |" "$WORK/ss2.md" && grep -q "| - | c | failed (no summary) |" "$WORK/ss2.md" \
   && pass "sweep-summary: a summary.json that is a list or a directory is no summary" || { fail "sweep-summary damaged summaries (exit $rc)"; cat "$WORK/ss2.err" >&2; }
+# Nested 100 000 deep: no summary, no traceback.
+"$PYTHON" -c "print('[' * 100000)" > "$SS/a/summary.json"
+rc=0; summary "$SS" > "$WORK/ss3.md" 2> "$WORK/ss3.err" || rc=$?
+[ "$rc" = 0 ] && grep -q "| - | a | failed (no summary) |" "$WORK/ss3.md" \
+  && pass "sweep-summary: a summary.json nested 100 000 deep is no summary" || { fail "sweep-summary deep (exit $rc)"; tail -3 "$WORK/ss3.err" >&2; }
+# A FIFO would block the tools for good.
+rm -rf "$SS/c/summary.json"; mkfifo "$SS/c/summary.json"
+refused sweep-summary-fifo sweep-summary "c/summary.json: not a regular file (a FIFO)" timeout 60 "$PYTHON" "$SCRIPTS/sweep-summary" "$SS"
+rm "$SS/c/summary.json"
+mkfifo "$WORK/fifo-batch.txt"
+printf '[train]\nepochs = 1\n' > "$WORK/fifo-base.ini"
+refused sweep-fifo-batch sweep "fifo-batch.txt: not a regular file (a FIFO)" timeout 60 "$PYTHON" "$SCRIPTS/sweep" \
+  "$WORK/fifo-base.ini" "$WORK/fifo-batch.txt" --out "$WORK/fifo-sweep" --dry-run
+mkdir -p "$WORK/plot-fifo" "$WORK/plot-bad" && mkfifo "$WORK/plot-fifo/metrics.jsonl"
+refused plot-fifo plot "metrics.jsonl: not a regular file (a FIFO)" timeout 60 "$PYTHON" "$SCRIPTS/plot" "$WORK/plot-fifo"
+{ printf '\xff\xfe\n'; "$PYTHON" -c "print('[' * 100000)"; echo '{"type":"train","global_step":1,"loss":1.0}'; } \
+  > "$WORK/plot-bad/metrics.jsonl"
+if "$PYTHON" -c "import matplotlib" 2>/dev/null; then
+  rc=0; "$PYTHON" "$SCRIPTS/plot" "$WORK/plot-bad" --out "$WORK/plot-bad.png" > "$WORK/plot-bad.out" 2>&1 || rc=$?
+  [ "$rc" = 0 ] && [ -s "$WORK/plot-bad.png" ] && pass "plot: undecodable bytes and a line nested 100 000 deep are skipped" \
+    || { fail "plot on damaged metrics.jsonl (exit $rc)"; tail -3 "$WORK/plot-bad.out" >&2; }
+else echo "note: $PYTHON lacks matplotlib: plot on a damaged metrics.jsonl is not checked"; fi
 printf 'x\tbroken\n' >> "$SS/runs.tsv"
 refused sweep-summary-bad-line sweep-summary "runs.tsv:4: not index<TAB>name" summary "$SS"
 
