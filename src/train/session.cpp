@@ -236,6 +236,13 @@ void TrainingSession::build_model() {
     check_training_batches(*model, config, samples_per_rank(train_data->size(), comm.size(), config.data.drop_last),
                            "every epoch");
     model->set_cross_rank(compute.transport.get());
+    // Checkpoints keep the settings in one HDF5 attribute, which holds at most
+    // 64 KiB: found now, not at the first checkpoint after the training it cost.
+    constexpr std::size_t kMaxResolvedBytes = 60000;
+    if (config.resolved_ini.size() > kMaxResolvedBytes)
+      throw InputError("the resolved settings take " + std::to_string(config.resolved_ini.size()) + " bytes, over the " +
+                       std::to_string(kMaxResolvedBytes) +
+                       " a checkpoint stores (model.layers is the long one: a shorter layer list fits)");
   });
   reducer = std::make_unique<GradientReducer>(
       model->parameters(), comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),

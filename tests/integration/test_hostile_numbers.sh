@@ -156,6 +156,10 @@ expect_input_error list-nested-12300-layers 2 \
 grep -q "body layer 37 (body.36) 'relu': more than 10000 layers in all (those inside residual blocks count too)" \
   "$WORK/list-nested-12300-layers.out" && pass "the layer cap counts nested layers (the 10,001st is named)" \
   || fail "nested layer cap: $(grep -o "': body.*" "$WORK/list-nested-12300-layers.out" | cut -c1-200)"
+# 2,800 residual blocks (8,402 layers, under the cap) make settings of 71 KiB, over what a
+# checkpoint's attribute holds: refused at the start, not at the first checkpoint.
+expect_input_error settings-71k 2 "the resolved settings take 71" "${base[@]}" --run.dir "$WORK/s13" \
+  --model.layers "linear(8) $(for _ in $(seq 2800); do printf 'residual(linear(8) relu) '; done)linear"
 expect_input_error hidden-10001-layers 2 "model.hidden: 5000 hidden widths make 10001 layers; at most 10000" \
   "${base[@]}" --run.dir "$WORK/s11" --model.hidden "$(printf '4,%.0s' $(seq 4999))4"
 
