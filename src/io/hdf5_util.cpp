@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <mutex>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 
 namespace mpiddp::h5 {
 
@@ -24,7 +26,13 @@ std::mutex& library_mutex() {
 namespace {
 struct StorageVisit {
   std::string where, problem;
+  std::size_t objects = 0;
 };
+
+// HDF5's walk costs more than linearly in the depth (each object is opened by its
+// whole path): 4000 nested groups took minutes. mpiddp's files nest 2 deep.
+constexpr std::size_t kMaxDepth = 64;
+constexpr std::size_t kMaxObjects = 1000000;
 
 const char* link_kind(H5L_type_t type) {
   if (type == H5L_TYPE_SOFT) return "a soft link";
@@ -34,7 +42,15 @@ const char* link_kind(H5L_type_t type) {
 
 herr_t check_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
   auto& visit = *static_cast<StorageVisit*>(data);
-  const std::string object = visit.where + ": '" + name + "'";
+  if (static_cast<std::size_t>(std::count(name, name + std::strlen(name), '/')) >= kMaxDepth) {
+    visit.problem = visit.where + ": groups nested more than " + std::to_string(kMaxDepth) + " deep; refused";
+    return 1;
+  }
+  if (++visit.objects > kMaxObjects) {
+    visit.problem = visit.where + ": more than " + std::to_string(kMaxObjects) + " objects; refused";
+    return 1;
+  }
+  const std::string object = visit.where + ": '" + printable(name) + "'";
   if (info->type != H5L_TYPE_HARD) {
     visit.problem = object + " is " + link_kind(info->type) + "; mpiddp reads only objects stored in the file itself";
     return 1;

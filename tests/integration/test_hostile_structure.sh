@@ -93,6 +93,13 @@ if ! grep -q $'\x1b' "$WORK/escapes.out" && ! grep -q "^global_step = 999999" "$
   pass "inspect checkpoint prints the file's text escaped: $(grep '^run_id' "$WORK/escapes.out")"
 else fail "inspect checkpoint printed raw text"; cat -v "$WORK/escapes.out" >&2; fi
 
+# 4000 nested groups: HDF5's walk of them took minutes; mpiddp's files nest 2 deep.
+changed deep.h5 "$ckpt" "g = f.create_group('x')
+for _ in range(4000): g = g.create_group('g')"
+expect_input_error inspect-deep 2 "deep.h5: groups nested more than 64 deep; refused" inspect checkpoint "$WORK/deep.h5"
+expect_input_error init-deep 2 "groups nested more than 64 deep; refused" \
+  "${T[@]}" --run.dir "$WORK/r11" --model.init "$WORK/deep.h5"
+
 # ---- files: regular ones only (a FIFO would block HDF5's open for good) ----
 mkfifo "$WORK/fifo.h5"
 expect_input_error init-fifo 2 "model.init $WORK/fifo.h5: not a regular file (a FIFO)" \
