@@ -81,6 +81,9 @@ def read_checkpoint(h5py, path):
         die(f"{path}: not a readable HDF5 file ({one_line(e)})")
     try:
         with f:
+            for group in ("params", "buffers"):  # before `in` or f[...], which follow a link (a FIFO: for good)
+                if f.get(group, getlink=True) is not None:
+                    check_in_file(h5py, f, group, path)
             if "params" not in f or not isinstance(f["params"], h5py.Group):
                 die(f"{path}: no /params group (not an mpiddp checkpoint)")
             if "config" not in f.attrs:
@@ -90,8 +93,6 @@ def read_checkpoint(h5py, path):
             arrays = []
             for group in ("params", "buffers"):
                 named = {}
-                if group in f:
-                    check_in_file(h5py, f, group, path)
                 for name in (f[group] if group in f else []):
                     check_in_file(h5py, f[group], name, path, f"/{group}/")
                     item = f[group].get(name)

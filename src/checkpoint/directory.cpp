@@ -94,7 +94,9 @@ std::vector<std::string> CheckpointDirectory::complete_checkpoints() const {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-step-", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".h5")
+    // A symbolic link named like one is no checkpoint of this directory (it may lead anywhere).
+    if (name.rfind("ckpt-step-", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".h5" &&
+        !entry.is_symlink(ec))
       found.push_back(entry.path().string());
   }
   std::sort(found.rbegin(), found.rend());  // zero-padded step numbers: newest first

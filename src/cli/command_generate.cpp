@@ -92,12 +92,19 @@ int command_generate(const std::vector<std::string>& args) {
   if (vocab != kBytes)
     throw InputError(checkpoint + ": generate prints bytes, but the model's vocabulary is " + std::to_string(vocab));
   auto model = build_model(config.model, Shape{static_cast<std::size_t>(context)}, vocab, config.train.seed);
-  // Every byte value is a token id here: the embedding's table must have a row for
-  // each (training checks the same against its shards' vocabulary).
-  if (const auto* embedding = dynamic_cast<const Embedding*>(model->layers().front().get());
-      embedding && embedding->entries() < kBytes)
+  // Token ids go to an embedding as the first layer, as training requires (one
+  // inside a residual would make the model's output {256}, not {T, 256}). Every
+  // byte value is a token id: the table needs a row for each.
+  const auto* embedding = dynamic_cast<const Embedding*>(model->layers().front().get());
+  if (!embedding)
+    throw InputError(checkpoint + ": its first layer is " + model->layers().front()->kind() +
+                     ", not the embedding a model of token ids starts with");
+  if (embedding->entries() < kBytes)
     throw InputError(checkpoint + ": its embedding has " + std::to_string(embedding->entries()) +
                      " rows (num_embeddings), fewer than the 256 byte values generate feeds it");
+  if (model->output_shape() != Shape{static_cast<std::size_t>(context), kBytes})
+    throw InputError(checkpoint + ": its model gives " + std::to_string(element_count(model->output_shape())) +
+                     " scores per window, not one row of 256 per position");
   read_initial_weights(checkpoint, model->parameters(), checkpoint);
 
   std::vector<int> text(prompt.begin(), prompt.end());

@@ -1,10 +1,11 @@
 #include "mpiddp/common/trace.hpp"
 
-#include <fstream>
+#include <cstdio>
 #include <mutex>
 #include <set>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/fresh_file.hpp"
 #include "mpiddp/common/json.hpp"
 
 namespace mpiddp {
@@ -63,10 +64,11 @@ void Tracer::write(const std::string& path, const std::vector<std::pair<std::str
   other["clock_sync_us"] = clock_sync_us_;
   for (const auto& m : meta) other[m.first] = m.second;
   file["otherData"] = std::move(other);
-  std::ofstream out(path);
-  out << json_line(file) << '\n';
-  out.close();
-  if (!out) throw RuntimeError("cannot write the trace " + path);
+  // A new file, never written through a link left at its (guessable) name.
+  std::FILE* out = create_fresh_file(path);
+  const std::string text = json_line(file) + "\n";
+  const bool ok = out && std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if ((out && std::fclose(out) != 0) || !ok) throw RuntimeError("cannot write the trace " + path);
 }
 
 }  // namespace mpiddp

@@ -533,13 +533,18 @@ Config parse_config(std::istream* in, const std::string& path, const std::vector
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config(nullptr, path, overrides);
   // A directory opens as an empty stream on Linux: it would train on all defaults.
-  // A FIFO would block every rank's open for good (each rank reads the file).
-  struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-    throw InputError(path + ": is a directory, not an input file");
-  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
-    throw InputError(path + ": not a regular file (" + (S_ISFIFO(info.st_mode) ? "a FIFO" : "a device or socket") +
-                     "); every rank reads the input file, so it must be a file");
+  // A FIFO would block every rank's open for good (each rank reads the file), a
+  // device such as /dev/zero read without end; /dev/null is the usual empty input
+  // file (every setting from the command line).
+  struct stat info {}, null_device {};
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw InputError(path + ": is a directory, not an input file");
+    const bool is_null = S_ISCHR(info.st_mode) && ::stat("/dev/null", &null_device) == 0 &&
+                         info.st_rdev == null_device.st_rdev;
+    if (!S_ISREG(info.st_mode) && !is_null)
+      throw InputError(path + ": not a regular file (" + (S_ISFIFO(info.st_mode) ? "a FIFO" : "a device or socket") +
+                       "); every rank reads the input file, so it must be a file");
+  }
   std::ifstream file(path);
   if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");
   return parse_config(&file, path, overrides);

@@ -32,6 +32,7 @@ struct StorageVisit {
 // HDF5's walk costs more than linearly in the depth (each object is opened by its
 // whole path): 4000 nested groups took minutes. mpiddp's files nest 2 deep.
 constexpr std::size_t kMaxDepth = 64;
+constexpr std::size_t kMaxPathBytes = 4096;  // long names cost the same way
 constexpr std::size_t kMaxObjects = 1000000;
 
 const char* link_kind(H5L_type_t type) {
@@ -42,8 +43,13 @@ const char* link_kind(H5L_type_t type) {
 
 herr_t check_link(hid_t group, const char* name, const H5L_info_t* info, void* data) {
   auto& visit = *static_cast<StorageVisit*>(data);
-  if (static_cast<std::size_t>(std::count(name, name + std::strlen(name), '/')) >= kMaxDepth) {
+  const std::size_t length = std::strlen(name);
+  if (static_cast<std::size_t>(std::count(name, name + length, '/')) >= kMaxDepth) {
     visit.problem = visit.where + ": groups nested more than " + std::to_string(kMaxDepth) + " deep; refused";
+    return 1;
+  }
+  if (length > kMaxPathBytes) {
+    visit.problem = visit.where + ": an object's path is over " + std::to_string(kMaxPathBytes) + " bytes; refused";
     return 1;
   }
   if (++visit.objects > kMaxObjects) {

@@ -60,10 +60,12 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
   // Found now rather than at the first checkpoint, after minutes or hours of training.
   if (fs::exists(status_of(checkpoints)) && ::access(checkpoints.c_str(), W_OK | X_OK) != 0)
     throw InputError("run.dir " + dir + ": cannot write checkpoints/ (" + std::strerror(errno) + ")");
+  // Not a link either: a resume reads metrics.jsonl and latest, and would read another file through one.
   for (const std::string name : {"config.ini", "metrics.jsonl", "summary.json", "checkpoints/latest"}) {
     const std::string path = dir + "/" + name;
-    if (fs::exists(status_of(path)) && !fs::is_regular_file(fs::status(path)))
-      throw InputError("run.dir " + dir + ": " + name + " exists and is not a regular file");
+    if (fs::exists(status_of(path)) && !fs::is_regular_file(status_of(path)))
+      throw InputError("run.dir " + dir + ": " + name + " exists and is not a regular file" +
+                       (fs::is_symlink(status_of(path)) ? " (a symbolic link)" : ""));
   }
   const std::vector<std::string> outputs = outputs_in(dir);
   if (outputs.empty()) return;

@@ -96,9 +96,13 @@ else fail "inspect checkpoint printed raw text"; cat -v "$WORK/escapes.out" >&2;
 # 4000 nested groups: HDF5's walk of them took minutes; mpiddp's files nest 2 deep.
 changed deep.h5 "$ckpt" "g = f.create_group('x')
 for _ in range(4000): g = g.create_group('g')"
-expect_input_error inspect-deep 2 "deep.h5: groups nested more than 64 deep; refused" inspect checkpoint "$WORK/deep.h5"
+expect_input_error inspect-deep 1 "deep.h5: groups nested more than 64 deep; refused" inspect checkpoint "$WORK/deep.h5"
 expect_input_error init-deep 2 "groups nested more than 64 deep; refused" \
   "${T[@]}" --run.dir "$WORK/r11" --model.init "$WORK/deep.h5"
+
+changed long-names.h5 "$ckpt" "f.create_group('n' * 5000)"  # long paths cost the walk as depth does
+expect_input_error inspect-long-names 1 "long-names.h5: an object's path is over 4096 bytes; refused" \
+  inspect checkpoint "$WORK/long-names.h5"
 
 # ---- files: regular ones only (a FIFO would block HDF5's open for good) ----
 mkfifo "$WORK/fifo.h5"

@@ -238,6 +238,9 @@ with h5py.File(path, "w") as f:
             p.create_dataset("layers.0.weight", shape=(16, 8), dtype="f4", chunks=(16, 8), fillvalue=3.0)
         elif kind == "compressed":
             p.create_dataset("layers.0.weight", data=np.ones((16, 8), "f4"), compression="gzip")
+    if edit == "params-fifo":  # /params itself an external link into a FIFO: opening it would block for good
+        del f["params"]
+        f["params"] = h5py.ExternalLink(path + ".fifo", "/params")
 PY
 checkpoint() { "$PYTHON" "$WORK/checkpoint.py" "$@"; }
 to_torch() { "$PYTHON" "$SCRIPTS/to-torch" "$@"; }
@@ -286,6 +289,10 @@ for kind in external:"is stored in other files" elink:"is a link (ExternalLink)"
   refused "to-torch-${kind%%:*}" to-torch "/params/layers.0.weight ${kind#*:}" \
     to_torch "$WORK/tto/outside-${kind%%:*}.h5" "$WORK/tto/outside-${kind%%:*}.pt"
 done
+mkfifo "$WORK/tto/params-fifo.h5.fifo"
+checkpoint "$WORK/tto/params-fifo.h5" $'[model]\nhidden = 16\n' params-fifo
+refused to-torch-params-fifo to-torch "/params is a link (ExternalLink)" \
+  timeout 60 "$PYTHON" "$SCRIPTS/to-torch" "$WORK/tto/params-fifo.h5" "$WORK/tto/params-fifo.pt"
 refused to-torch-onto-input to-torch "never writes onto its input" to_torch "$TT/ckpt.h5" "$TT/ckpt.h5"
 mkfifo "$WORK/fifo-ckpt.h5"
 refused to-torch-fifo to-torch "fifo-ckpt.h5: not a regular file" timeout 60 "$PYTHON" "$SCRIPTS/to-torch" \

@@ -301,4 +301,16 @@ grep -q "latest names '../../elsewhere/.*', not a complete checkpoint there; ign
   && ! ls "$WORK/outside/checkpoints" | grep -q not-this-run \
   && pass "a latest naming a file outside checkpoints/ is ignored: the run resumed from its own step 20" \
   || { fail "outside latest"; grep -a "warning\|resum\|error" "$WORK/outside.out" >&2; }
+# A metrics.jsonl that is a link (a resume would copy the target's lines) is refused;
+# a link named like a checkpoint is no checkpoint of the run.
+cp -r "$WORK/links" "$WORK/linkmetrics"; rm "$WORK/linkmetrics/metrics.jsonl"
+ln -s "$WORK/victim-metrics.jsonl.tmp" "$WORK/linkmetrics/metrics.jsonl"
+expect_input_error metrics-link 2 "metrics.jsonl exists and is not a regular file (a symbolic link)" \
+  "${T[@]}" --run.dir "$WORK/linkmetrics" --resume auto --train.epochs 3
+cp -r "$WORK/links" "$WORK/linkckpt"
+ln -s "$(ckpt "$WORK/elsewhere/checkpoints" 20)" "$(ckpt "$WORK/linkckpt/checkpoints" 99)"
+train2 --run.dir "$WORK/linkckpt" --resume auto --train.epochs 3 > "$WORK/linkckpt.out" 2>&1 || fail "linkckpt: exit $?"
+grep -q "^resuming from $WORK/linkckpt/checkpoints/ckpt-step-000000020.h5" "$WORK/linkckpt.out" \
+  && pass "a symlink named ckpt-step-000000099.h5 is passed over: resumed from the run's own step 20" \
+  || { fail "linkckpt"; grep -a "resum\|error\|warning" "$WORK/linkckpt.out" >&2; }
 finish

@@ -232,6 +232,20 @@ rc=0; "$MPIDDP" generate "$CKPT" --prompt "w" --tokens 0 > "$WORK/gen5.txt" 2>&1
 [ "$rc" = 2 ] && grep -q "^mpiddp: error: --tokens must be in" "$WORK/gen5.txt" && pass "generate --tokens 0 refused" \
   || fail "generate --tokens 0: exit $rc $(cat "$WORK/gen5.txt")"
 
+# A stored model whose embedding sits inside a residual gives {256} per window, not {T, 256}:
+# generate read past its scores (valgrind: invalid read).
+cp "$CKPT" "$WORK/wrapped.h5"
+"$PYTHON" - "$WORK/wrapped.h5" <<'PY' || fail "editing wrapped.h5"
+import sys, re, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    text = bytes(f.attrs["config"]).decode()
+    text = re.sub(r"(?m)^layers = .*$", "layers = residual(embedding(256,4) ; embedding(256,4)) flatten linear", text)
+    f.attrs["config"] = np.bytes_(text.encode())
+PY
+rc=0; "$MPIDDP" generate "$WORK/wrapped.h5" --prompt "hello" --tokens 2 > "$WORK/wrapped.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "^mpiddp: error: .*wrapped.h5: its first layer is Residual, not the embedding" "$WORK/wrapped.out" \
+  && pass "generate refuses a model whose embedding is not its first layer" || fail "generate wrapped: exit $rc $(cat "$WORK/wrapped.out")"
+
 # ---- refusals: one line, naming what does not fit ----
 make_image_shards "$WORK/images" 40 1 1
 expect_error embedding_on_rows 2 "reads token ids, but $WORK/images is read as rows of features: set data.context" \
