@@ -16,7 +16,6 @@
 
 #include "array_values.hpp"
 #include "attribute_checks.hpp"
-#include "checkpoint_files.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/fresh_file.hpp"
 #include "mpiddp/common/printable.hpp"

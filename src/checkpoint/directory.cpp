@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint_files.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/fresh_file.hpp"
@@ -52,12 +51,7 @@ std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& o
   write_checkpoint(path, params, optimizer, state, shards);
 
   // `latest` names the newest complete checkpoint; it is replaced atomically too.
-  const std::string latest = dir_ + "/latest", temp = latest + ".tmp";
-  std::FILE* out = create_fresh_file(temp);
-  if (!out) throw RuntimeError(temp + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fprintf(out, "%s\n", name) > 0;
-  if (std::fclose(out) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");
-  publish(temp, latest);
+  write_file_atomically(dir_ + "/latest", std::string(name) + "\n", /*durable=*/true);
 
   // Permanent keepers are hard links: no copy, and pruning the original keeps them.
   if (epoch_boundary && keep_every_epochs_ > 0 && state.epoch % keep_every_epochs_ == 0) {

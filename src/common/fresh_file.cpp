@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "mpiddp/common/error.hpp"
 
 namespace mpiddp {
 
@@ -34,6 +38,43 @@ std::FILE* open_to_append(const std::string& path) {
   std::FILE* f = ::fdopen(fd, "a");
   if (!f) ::close(fd);
   return f;
+}
+
+namespace {
+std::string parent_of(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+}  // namespace
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw RuntimeError(path + ": cannot open for fsync (" + std::strerror(errno) + ")");
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  if (rc != 0) throw RuntimeError(path + ": fsync failed (" + std::strerror(saved) + ")");
+}
+
+void publish(const std::string& temp, const std::string& final_path) {
+  fsync_path(temp, false);
+  if (std::rename(temp.c_str(), final_path.c_str()) != 0)
+    throw RuntimeError(final_path + ": rename failed (" + std::strerror(errno) + ")");
+  fsync_path(parent_of(final_path), true);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text, bool durable) {
+  const std::string temp = path + ".tmp";
+  std::FILE* f = create_fresh_file(temp);
+  // Not creatable: a permission or a full directory, which the user can mend.
+  if (!f) throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");
+  if (durable) {
+    publish(temp, path);
+  } else if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    throw RuntimeError(path + ": rename failed (" + std::strerror(errno) + ")");
+  }
 }
 
 }  // namespace mpiddp

@@ -63,13 +63,7 @@ void RunLock::acquire(const std::string& run_dir) {
 
 void RunLock::record_holder() const {
   if (fd_ < 0) return;
-  const std::string path = dir_ + "/.lock", temp = path + ".tmp";
-  std::FILE* f = create_fresh_file(temp);
-  const std::string text = holder_text() + "\n";
-  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f && std::fclose(f) != 0) throw RuntimeError(path + ": cannot write (disk full?)");
-  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0)
-    throw RuntimeError(path + ": cannot write (" + std::strerror(errno) + ")");
+  write_file_atomically(dir_ + "/.lock", holder_text() + "\n", /*durable=*/false);
 }
 
 RunLock::~RunLock() {

@@ -14,17 +14,6 @@
 namespace mpiddp {
 
 namespace {
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp";
-  std::FILE* f = create_fresh_file(temp);
-  if (!f) throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) throw RuntimeError(path + ": write failed (disk full?)");
-  if (std::rename(temp.c_str(), path.c_str()) != 0) throw RuntimeError(path + ": rename failed");
-}
-}  // namespace
-
-namespace {
 std::int64_t number_after(const std::string& line, const std::string& key) {
   const auto at = line.find("\"" + key + "\":");
   return at == std::string::npos ? -1 : std::atoll(line.c_str() + at + key.size() + 3);
@@ -37,7 +26,7 @@ RunOutput::RunOutput(const std::string& dir, const std::string& config_ini, std:
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("run.dir " + dir + ": cannot create (" + ec.message() + ")");
-  write_file_atomically(dir + "/config.ini", config_ini);
+  write_file_atomically(dir + "/config.ini", config_ini, /*durable=*/false);
   const std::string path = dir + "/metrics.jsonl";
   std::string kept;
   if (resumed_step >= 0) {
@@ -49,8 +38,8 @@ RunOutput::RunOutput(const std::string& dir, const std::string& config_ini, std:
       if (at >= 0 && at <= (eval ? completed_epochs : resumed_step)) kept += line + "\n";
     }
   }
-  write_file_atomically(path, kept);
-  metrics_ = std::fopen(path.c_str(), "a");
+  write_file_atomically(path, kept, /*durable=*/false);
+  metrics_ = open_to_append(path);  // the file just renamed into place, never a link put there since
   if (!metrics_) throw InputError("run.dir " + dir + ": cannot write metrics.jsonl (" + std::strerror(errno) + ")");
 }
 
@@ -69,7 +58,9 @@ void RunOutput::metric(const std::string& json_line) {
                        (errno ? std::strerror(errno) : "write failed") + ")");
 }
 
-void RunOutput::summary(const std::string& json) { write_file_atomically(dir_ + "/summary.json", json + "\n"); }
+void RunOutput::summary(const std::string& json) {
+  write_file_atomically(dir_ + "/summary.json", json + "\n", /*durable=*/false);
+}
 
 std::string format_duration(double seconds) {
   const long total = std::lround(std::max(0.0, seconds));

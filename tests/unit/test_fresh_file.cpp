@@ -63,3 +63,24 @@ TEST_CASE("fresh file: appending refuses a symlink and a FIFO, extends a regular
   write_through(mpiddp::open_to_append(plain), "b");
   CHECK(contents(plain) == "ab");
 }
+
+TEST_CASE("fresh file: an atomic write replaces the name, never writes through a link", "[common]") {
+  TempDir dir;
+  const std::string victim = dir.path + "/victim", name = dir.path + "/latest";
+  { std::ofstream(victim) << "PRECIOUS"; }
+  for (bool durable : {false, true}) {
+    // A link at the temporary's name and one at the name itself: both replaced.
+    REQUIRE(::symlink(victim.c_str(), (name + ".tmp").c_str()) == 0);
+    REQUIRE(::symlink(victim.c_str(), name.c_str()) == 0);
+    mpiddp::write_file_atomically(name, durable ? "durable\n" : "plain\n", durable);
+    CHECK(contents(victim) == "PRECIOUS");
+    CHECK(contents(name) == (durable ? "durable\n" : "plain\n"));
+    struct stat st {};
+    REQUIRE(::lstat(name.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(::access((name + ".tmp").c_str(), F_OK) != 0);
+    REQUIRE(::unlink(name.c_str()) == 0);
+  }
+  CHECK_THROWS_WITH(mpiddp::write_file_atomically(dir.path + "/no-such-dir/x", "x", false),
+                    Catch::Contains("no-such-dir/x: cannot write"));
+}
