@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <type_traits>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/config/rules.hpp"
 #include "ini_lines.hpp"
 
@@ -488,6 +490,25 @@ std::string written_form(const std::vector<AugmentStep>& steps) {
 
 namespace {
 
+// A setting is one line of config.ini and of the checkpoint's stored input: a
+// newline in a command-line value would add lines (keys, sections) there that a
+// resume then reads as settings. Other control characters are refused with it.
+void refuse_control_characters(const std::vector<std::string>& overrides) {
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    for (unsigned char c : overrides[i]) {
+      if (c >= 0x20 && c != 0x7f) continue;
+      if (c == '\t') continue;
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\x%02x", c);
+      const bool is_value = i > 0 && overrides[i - 1].rfind("--", 0) == 0 && overrides[i].rfind("--", 0) != 0;
+      const std::string what =
+          is_value ? "the value of " + printable(overrides[i - 1]) : "argument '" + printable(overrides[i]) + "'";
+      throw InputError("command line: " + what + " holds a control character (" + code +
+                       "); a setting is one line of text");
+    }
+  }
+}
+
 // Stores `in` (when not null: the input file's text, named `path`) after the
 // overrides, so the command line wins, then checks everything.
 Config parse_config(std::istream* in, const std::string& path, const std::vector<std::string>& overrides) {
@@ -496,6 +517,7 @@ Config parse_config(std::istream* in, const std::string& path, const std::vector
   describe(schema, config);
   po::variables_map values;
   const std::string where = path.empty() ? "command line" : path;
+  refuse_control_characters(overrides);
   try {
     po::store(po::command_line_parser(overrides).options(schema.options()).style(
                   po::command_line_style::unix_style & ~po::command_line_style::allow_guessing).run(),

@@ -16,6 +16,12 @@ mkfifo "$WORK/fifo.ini"  # would block every rank's open for good
 expect_input_error ini-is-fifo 2 "$WORK/fifo.ini: not a regular file (a FIFO)" train "$WORK/fifo.ini"
 printf '[data]\ntrain = %s/da\0ta\n' "$WORK" > "$WORK/nul.ini"  # the path would be cut at the NUL
 expect_input_error ini-nul 2 "$WORK/nul.ini: line 2 holds a NUL character (\x00)" train "$WORK/nul.ini"
+# A newline in a command-line value would add lines (a section, keys) to config.ini and to the
+# checkpoint's stored input file, which a resume reads back as settings.
+expect_input_error newline-in-value 2 "command line: the value of --run.dir holds a control character (\x0a)" \
+  train /dev/null --data.train "$WORK/none" --run.dir "$WORK/run"$'\n[optim]\nlr = 5'
+expect_input_error newline-in-key-value 2 "command line: argument '--run.dir=x\x0a[optim]' holds a control character" \
+  train /dev/null --data.train "$WORK/none" --run.dir=x$'\n[optim]'
 touch "$WORK/file"
 expect_input_error ini-below-a-file 2 "$WORK/file/x.ini: cannot open input file (Not a directory)" train "$WORK/file/x.ini"
 # Unreadable: root reads everything, so read it as nobody (a singleton rank, no mpirun;
