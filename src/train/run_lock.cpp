@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/fresh_file.hpp"
@@ -29,15 +29,22 @@ std::string holder_text() {
   return text + ", since " + when;
 }
 
-// The holder as it recorded itself; one line whatever the file holds.
+// The holder as it recorded itself; one line whatever stands at .lock: at most
+// 300 bytes of a regular file, never through a link, never blocking on a FIFO.
 std::string recorded_holder(const std::string& dir) {
-  std::string line;
-  std::ifstream in(dir + "/.lock");
-  std::getline(in, line);
-  if (line.size() > 300) line.resize(300);
+  const std::string fallback = "a job that has not recorded its name yet";
+  const int fd = ::open((dir + "/.lock").c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fallback;
+  struct stat st {};
+  char text[301] = {0};
+  ssize_t got = 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::read(fd, text, 300);
+  ::close(fd);
+  std::string line(text, got > 0 ? static_cast<std::size_t>(got) : 0);
+  line = line.substr(0, line.find('\n'));
   for (char& c : line)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return line.empty() ? "a job that has not recorded its name yet" : line;
+  return line.empty() ? fallback : line;
 }
 
 }  // namespace

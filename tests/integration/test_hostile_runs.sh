@@ -191,6 +191,18 @@ fi
 ls "$WORK/race/checkpoints" | grep -q "not-this-run" && fail "race: checkpoints renamed .not-this-run" \
   || [ "$(json_field "$WORK/race/summary.json" steps)" = 20 ] && pass "race: the winner's run is complete and its own" \
   || fail "race: summary $(cat "$WORK/race/summary.json" 2>/dev/null)"
+# A .lock replaced by a FIFO while another job holds the directory (Python's flock
+# holds it here, one process, so that killing it releases the lock): the refusal reads the
+# holder's name without blocking on the FIFO.
+mkdir -p "$WORK/fifolock" && mkfifo "$WORK/fifolock/.lock"
+"$PYTHON" -c 'import fcntl, os, sys, time
+fcntl.flock(os.open(sys.argv[1], os.O_RDONLY), fcntl.LOCK_EX); time.sleep(3600)' "$WORK/fifolock" > /dev/null 2>&1 &
+fifo_holder=$!
+at_exit 'kill "$fifo_holder" 2>/dev/null'
+until ! flock -n "$WORK/fifolock" true; do kill -0 "$fifo_holder" || break; sleep 0.1; done
+expect_error fifo-lock 2 "run.dir $WORK/fifolock is in use by another job (a job that has not recorded its name yet)" \
+  "${T[@]}" --run.dir "$WORK/fifolock" --resume auto
+kill "$fifo_holder" 2>/dev/null; wait "$fifo_holder" 2>/dev/null || true
 
 # ---- 4. a metrics record that cannot be written (a full disk) ----
 if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/fs" && mount -t tmpfs -o size=4m tmpfs "$WORK/fs" 2>/dev/null; then
