@@ -1,5 +1,6 @@
 #include "io/stored_extent.hpp"
 
+#include "io/filtered_chunks.hpp"
 #include "io/hdf5_util.hpp"
 #include "mpiddp/common/error.hpp"
 
@@ -53,6 +54,7 @@ void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const 
       if (static_cast<double>(written) < expected)
         throw InputError(declares + " in " + std::to_string(static_cast<unsigned long long>(expected)) +
                          " chunks but stores only " + std::to_string(written) + " (never written, or written in part)");
+      check_filtered_chunks(dataset, dims, where);
       return;
     }
     default:

@@ -11,7 +11,8 @@ namespace mpiddp::h5 {
 
 // Throws InputError naming `where` and the declared extent when the dataset's
 // storage is missing or partial: a contiguous dataset with fewer bytes than its
-// extent needs, or a chunked one with chunks never written. Compact and virtual
+// extent needs, a chunked one with chunks never written, or a compressed chunk
+// that does not inflate to its size (check_filtered_chunks). Compact and virtual
 // layouts are accepted as they are.
 void check_stored_extent(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where);
 

@@ -89,6 +89,27 @@ shard(f"{w}/classes0/a.h5", x, y, classes=0)
 shard(f"{w}/classes1/a.h5", x, y, classes=1)
 shard(f"{w}/noclasses/a.h5", x, y, classes=None)
 shard(f"{w}/classes5/a.h5", x, y, classes=5)
+# Compressed chunks written raw (write_direct_chunk): one that inflates short (its rows would read as
+# whatever HDF5's buffer held), one that inflates to 64 MB for a 2 KB chunk, one cut short; a filter
+# whose output mpiddp cannot bound (lzf); and the usual shuffle + gzip + fletcher32, which trains.
+import zlib
+def raw_chunks(path, second_chunk, **filters):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("features", (64, 8), dtype="f4", chunks=(32, 8), **filters)
+        d[:32] = x[:32]
+        d.id.write_direct_chunk((32, 0), second_chunk, filter_mask=0)
+        f.create_dataset("labels", data=y).attrs["num_classes"] = 3
+raw_chunks(f"{w}/gz-short/a.h5", zlib.compress(x[32:40].tobytes()), compression="gzip")
+raw_chunks(f"{w}/gz-bomb/a.h5", zlib.compress(bytes(64 << 20), 9), compression="gzip")
+raw_chunks(f"{w}/gz-cut/a.h5", zlib.compress(x[32:].tobytes())[:200], compression="gzip")
+shard(f"{w}/lzf/a.h5", x, y)
+with h5py.File(f"{w}/lzf/a.h5", "a") as f:
+    del f["features"]; f.create_dataset("features", data=x, chunks=(32, 8), compression="lzf")
+os.makedirs(f"{w}/gz-all", exist_ok=True)
+with h5py.File(f"{w}/gz-all/a.h5", "w") as f:
+    f.create_dataset("features", data=x, chunks=(16, 8), shuffle=True, compression="gzip", fletcher32=True)
+    f.create_dataset("labels", data=y, chunks=(16,), compression="gzip").attrs["num_classes"] = 3
 PY
 expect_input_error shard-2e9-features 2 "$WORK/wide/a.h5: dataset 'features' declares 4 x 2000000000 values (32000000000 bytes) but stores only 0 bytes" \
   train --data.train "$WORK/wide" --run.dir "$WORK/run-87"
@@ -96,6 +117,17 @@ expect_input_error shard-2e9-rows 2 "$WORK/tall/a.h5: dataset 'features' declare
   train --data.train "$WORK/tall" --run.dir "$WORK/run-89"
 expect_input_error shard-written-in-part 2 "$WORK/partial/a.h5: dataset 'features' declares 100000 x 8 values in" \
   train --data.train "$WORK/partial" --run.dir "$WORK/run-91"
+expect_input_error gzip-chunk-short 2 "$WORK/gz-short/a.h5: dataset 'features': the chunk at (32, 0) holds 256 bytes where a chunk has 1024" \
+  train --data.train "$WORK/gz-short" --run.dir "$WORK/run-gz-short"
+expect_input_error gzip-chunk-bomb 2 "$WORK/gz-bomb/a.h5: dataset 'features': the chunk at (32, 0) inflates past its 1024 bytes" \
+  train --data.train "$WORK/gz-bomb" --run.dir "$WORK/run-gz-bomb"
+expect_input_error gzip-chunk-cut 2 "$WORK/gz-cut/a.h5: dataset 'features': the chunk at (32, 0) is not a whole deflate stream" \
+  train --data.train "$WORK/gz-cut" --run.dir "$WORK/run-gz-cut"
+expect_input_error lzf-filter 2 "$WORK/lzf/a.h5: dataset 'features' is stored through HDF5 filter 32000 (lzf)" \
+  train --data.train "$WORK/lzf" --run.dir "$WORK/run-lzf"
+"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gz-all" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-all" \
+  > "$WORK/gz-all.log" 2>&1 && pass "shuffle + gzip + fletcher32 chunks train" \
+  || { fail "shuffle + gzip + fletcher32 chunks"; tail -3 "$WORK/gz-all.log" >&2; }
 expect_input_error nan-feature 2 "$WORK/nan/a.h5: row 37: feature 5 is NaN" \
   train --data.train "$WORK/nan" --run.dir "$WORK/run-93" --train.batch_size 8
 expect_input_error nan-feature-hdf5-path 2 "$WORK/nan-gz/a.h5: row 37: feature 5 is NaN" \

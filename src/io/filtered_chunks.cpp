@@ -1,0 +1,136 @@
+#include "io/filtered_chunks.hpp"
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "io/hdf5_util.hpp"
+#include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
+
+namespace mpiddp::h5 {
+namespace {
+
+const char* const kRewrite = "; rewrite the file plain (h5repack -f NONE IN OUT) or make it with mpiddp shard";
+
+struct Pipeline {
+  std::vector<H5Z_filter_t> filters;  // in the order they were applied on writing
+};
+
+// The filters, refused unless each is one whose effect on a chunk's size is
+// known: deflate (bounded inflation below), shuffle (none) and fletcher32 (4
+// bytes). Only fletcher32 may follow deflate, so every step before the inflation
+// is a strip of 4 bytes and the inflated stream never needs keeping.
+Pipeline read_pipeline(hid_t plist, const std::string& where) {
+  Pipeline p;
+  const int count = H5Pget_nfilters(plist);
+  if (count < 0) throw InputError(where + ": unreadable filter pipeline");
+  bool deflated = false;
+  for (int i = 0; i < count; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t values = 0;
+    char name[64] = {0};
+    const H5Z_filter_t id = H5Pget_filter2(plist, static_cast<unsigned>(i), &flags, &values, nullptr, sizeof(name),
+                                           name, &config);
+    const bool known = id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE || id == H5Z_FILTER_FLETCHER32;
+    if (!known)
+      throw InputError(where + " is stored through HDF5 filter " + std::to_string(id) + " (" +
+                       printable(name) + "), whose output mpiddp cannot bound or check" + kRewrite);
+    if (deflated && id != H5Z_FILTER_FLETCHER32)
+      throw InputError(where + ": a second deflate or a shuffle after deflate in its filter pipeline" + kRewrite);
+    deflated = deflated || id == H5Z_FILTER_DEFLATE;
+    p.filters.push_back(id);
+  }
+  return p;
+}
+
+std::string position_text(const std::vector<hsize_t>& offset) {
+  std::string text;
+  for (const hsize_t o : offset) text += (text.empty() ? "" : ", ") + std::to_string(o);
+  return "(" + text + ")";
+}
+
+// Inflates `in` without keeping the output; its length, or `limit` + 1 where it
+// would pass `limit`; -1 for a stream that is damaged or ends early.
+long long inflated_length(const unsigned char* in, std::size_t size, std::size_t limit) {
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return -1;
+  static thread_local std::vector<unsigned char> scratch(1 << 20);
+  z.next_in = const_cast<unsigned char*>(in);
+  z.avail_in = static_cast<uInt>(size);
+  std::size_t total = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK && total <= limit) {
+    z.next_out = scratch.data();
+    z.avail_out = static_cast<uInt>(scratch.size());
+    rc = inflate(&z, Z_NO_FLUSH);
+    total += scratch.size() - z.avail_out;
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;  // input used up before the stream's end
+  }
+  inflateEnd(&z);
+  if (total > limit) return static_cast<long long>(limit) + 1;
+  return rc == Z_STREAM_END ? static_cast<long long>(total) : -1;
+}
+
+// One stored chunk undone step by step, in sizes: the bytes it yields.
+void check_chunk(hid_t dataset, const Pipeline& p, const std::vector<hsize_t>& offset, std::size_t chunk_bytes,
+                 const std::string& where) {
+  const std::string at = where + ": the chunk at " + position_text(offset);
+  hsize_t stored = 0;
+  if (H5Dget_chunk_storage_size(dataset, offset.data(), &stored) < 0) throw InputError(at + " is unreadable");
+  std::vector<unsigned char> raw(static_cast<std::size_t>(stored));
+  std::uint32_t mask = 0;
+  if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &mask, raw.data()) < 0)
+    throw InputError(at + " is unreadable");
+  long long size = static_cast<long long>(stored);
+  for (std::size_t i = p.filters.size(); i-- > 0;) {
+    if (mask & (1u << i)) continue;  // skipped for this chunk on writing
+    if (p.filters[i] == H5Z_FILTER_FLETCHER32) {
+      if (size < 4) throw InputError(at + " is too short for its checksum" + kRewrite);
+      size -= 4;
+    } else if (p.filters[i] == H5Z_FILTER_DEFLATE) {
+      std::size_t limit = chunk_bytes;  // plus the checksums applied before deflate
+      for (std::size_t j = 0; j < i; ++j)
+        if (p.filters[j] == H5Z_FILTER_FLETCHER32 && !(mask & (1u << j))) limit += 4;
+      size = inflated_length(raw.data(), static_cast<std::size_t>(size), limit);
+      if (size < 0) throw InputError(at + " is not a whole deflate stream (damaged or cut short)" + kRewrite);
+      if (size > static_cast<long long>(limit))
+        throw InputError(at + " inflates past its " + std::to_string(chunk_bytes) + " bytes (damaged or hostile)" +
+                         kRewrite);
+    }
+  }
+  if (size != static_cast<long long>(chunk_bytes))
+    throw InputError(at + " holds " + std::to_string(size) + " bytes where a chunk has " +
+                     std::to_string(chunk_bytes) + " (damaged or hostile)" + kRewrite);
+}
+
+}  // namespace
+
+void check_filtered_chunks(hid_t dataset, const std::vector<hsize_t>& dims, const std::string& where) {
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (!plist || H5Pget_layout(plist.get()) != H5D_CHUNKED || H5Pget_nfilters(plist.get()) == 0) return;
+  const Pipeline pipeline = read_pipeline(plist.get(), where);
+  std::vector<hsize_t> chunk(dims.size());
+  if (dims.empty() ||
+      H5Pget_chunk(plist.get(), static_cast<int>(chunk.size()), chunk.data()) != static_cast<int>(dims.size()))
+    throw InputError(where + ": unreadable chunk layout");
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  std::size_t chunk_bytes = H5Tget_size(type.get());
+  for (const hsize_t c : chunk) chunk_bytes *= static_cast<std::size_t>(c);
+  // Every chunk of the grid, in row-major order (check_stored_extent found them all written).
+  std::vector<hsize_t> offset(dims.size(), 0);
+  for (;;) {
+    check_chunk(dataset, pipeline, offset, chunk_bytes, where);
+    std::size_t d = dims.size();
+    while (d-- > 0) {
+      offset[d] += chunk[d];
+      if (offset[d] < dims[d]) break;
+      offset[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1)) return;
+  }
+}
+
+}  // namespace mpiddp::h5
