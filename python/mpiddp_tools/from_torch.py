@@ -123,13 +123,17 @@ def check_archive(path):
                     f"bytes) but its record holds {sizes[record]} bytes (damaged or crafted file)")
 
 
-def load(torch, path):
-    """The object in a .pt file: tensors and plain containers only (the file is untrusted)."""
-    if "weights_only" not in inspect.signature(torch.load).parameters:
-        die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
+def check_file(path):
+    """What can be refused without PyTorch (whose import takes seconds): a FIFO, a TorchScript archive."""
     if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the reads below for good
         die(f"{path}: not a regular file; from-torch reads a state_dict saved with torch.save")
     check_archive(path)
+
+
+def load(torch, path):
+    """The object in a .pt file: tensors and plain containers only (the file is untrusted; check_file first)."""
+    if "weights_only" not in inspect.signature(torch.load).parameters:
+        die(f"needs PyTorch 1.13 or newer (torch.load(weights_only=True)); this is {torch.__version__}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except OSError as e:
@@ -239,6 +243,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     refuse_input(args.out, args.input)
     refuse_existing(args.out, args.force)
+    check_file(args.input)
     h5py, torch = need("h5py"), need("torch")
     np = need("numpy")
     params, buffers = split_state(torch, load(torch, args.input), args.input)

@@ -202,10 +202,10 @@ def main(argv=None):
         sys.stdout.reconfigure(errors="backslashreplace")  # file names that are not UTF-8
     check_outputs([("OUT.pt", args.out)] + ([("--module", args.module)] if args.module else []),
                   args.checkpoint, args.force)
-    h5py, torch = need("h5py"), need("torch")
-
+    h5py = need("h5py")
     params, buffers, config = read_checkpoint(h5py, args.checkpoint)
     model_config = model_section(config, args.checkpoint)
+    torch = need("torch")  # after the checkpoint's checks: its import takes seconds
     layers = model_config.get("layers", "").strip().strip('"')
     if layers:
         try:
