@@ -179,14 +179,20 @@ ProbeAddress PeerProbe::own_address(const std::string& host) const {
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return mine;
-  for (const addrinfo* a = found; a; a = a->ai_next) {
-    const auto ipv4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
-    const bool loopback = (ntohl(ipv4) >> 24) == 127;
-    if (mine.ipv4 == 0 || !loopback) mine.ipv4 = ipv4;
-    if (!loopback) break;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0) {
+    for (const addrinfo* a = found; a; a = a->ai_next) {
+      const auto ipv4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
+      const bool loopback = (ntohl(ipv4) >> 24) == 127;
+      if (mine.ipv4 == 0 || !loopback) mine.ipv4 = ipv4;
+      if (!loopback) break;
+    }
+    ::freeaddrinfo(found);
   }
-  ::freeaddrinfo(found);
+  // A hostname that does not resolve (a fresh VM or container without an
+  // /etc/hosts line for it): loopback, which the listener (bound to any address)
+  // answers on. A job that spans hosts then turns the probes off
+  // (loopback_across_hosts); one on a single host keeps them.
+  if (mine.ipv4 == 0) mine.ipv4 = htonl(INADDR_LOOPBACK);
   mine.port = bound.sin_port;
   return mine;
 }

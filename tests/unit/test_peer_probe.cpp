@@ -108,6 +108,17 @@ TEST_CASE("peer probe: a peer without an address, or one that never answers, is 
   CHECK(me.lost_ranks(0.5) == std::vector<int>{1, 2});
 }
 
+TEST_CASE("peer probe: a hostname that does not resolve gives loopback, which answers", "[dist]") {
+  PeerProbe me, peer;
+  const std::string nowhere = "mpiddp-no-such-host.invalid";  // .invalid never resolves (RFC 6761)
+  const std::vector<ProbeAddress> table = {me.own_address(nowhere), peer.own_address(nowhere)};
+  CHECK(table[1].ipv4 == htonl(INADDR_LOOPBACK));
+  REQUIRE(table[1].port != 0);
+  me.set_table(table, 0);
+  CHECK_FALSE(me.loopback_across_hosts());  // one host: the probes stay on
+  CHECK(me.answers(1, 2.0));
+}
+
 TEST_CASE("peer probe: loopback addresses are refused only when the job spans hosts", "[dist]") {
   PeerProbe me;
   std::vector<ProbeAddress> table(2);
