@@ -32,6 +32,9 @@ WORK=$(mktemp -d /tmp/mpiddp-test.XXXXXX)
 # removes it while another test's mpirun (ctest -j2) is creating its own inside it,
 # which then fails with "orte_session_dir failed" (seen once in a pinned run).
 export OMPI_MCA_orte_tmpdir_base=$WORK
+# The same race within one test, whose jobs run side by side (test_augment starts
+# 14 at once): run_ranks and expect_error give each mpirun a base of its own.
+own_session_base() { mktemp -d "$WORK/ompi.XXXXXX"; }
 FAILURES=0
 VERDICT=""       # set by finish and skip; an exit without one is a failure
 CLEANUPS=()      # commands run at exit, newest first (at_exit)
@@ -107,7 +110,7 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
 run_ranks() {
   local n=$1 rc=0; shift
-  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n "$n" "$MPIDDP" "$@" || rc=$?
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) timeout "$RUN_TIMEOUT" "$MPIEXEC" -n "$n" "$MPIDDP" "$@" || rc=$?
   [ "$rc" != 124 ] || echo "note: mpiddp was killed after $RUN_TIMEOUT s (hung?)" >&2
   return "$rc"
 }
@@ -118,7 +121,8 @@ run_ranks() {
 expect_error() {
   local name=$1 ranks=$2 expected=$3; shift 3
   local out=$WORK/$name.out rc=0
-  timeout "$EXPECT_TIMEOUT" "$MPIEXEC" -n "$ranks" "$MPIDDP" "$@" >"$out" 2>&1 || rc=$?
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) timeout "$EXPECT_TIMEOUT" "$MPIEXEC" -n "$ranks" "$MPIDDP" "$@" \
+    >"$out" 2>&1 || rc=$?
   EXPECT_RC=$rc
   local lines
   lines=$(grep -c "^mpiddp: error:" "$out" || true)

@@ -78,7 +78,8 @@ checkpoints_sound() {
 first_step=-1 during=0 survived=0 kills=0 stalled=0
 for i in $(seq "$KILLS"); do
   before=$(latest_step "$dir")
-  "$MPIEXEC" -n 2 "$MPIDDP" "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 1 --resume auto \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    "$MPIEXEC" -n 2 "$MPIDDP" "${args[@]}" --run.dir "$WORK/killed" --checkpoint.every_steps 1 --resume auto \
     > "$WORK/kill$i.log" 2>&1 &
   job=$!
   if ! wait_for_progress "$before"; then

@@ -19,7 +19,8 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 expect_error throw 2 "rank 1: debug.fail_mode = throw at step 5" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-throw" \
   --debug.fail_rank 1 --debug.fail_step 5 --debug.fail_mode throw
 t0=$(now_ms); rc=0
-timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-exit" --debug.fail_rank 1 --debug.fail_step 5 \
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 2 --run.dir "$WORK/r-exit" --debug.fail_rank 1 --debug.fail_step 5 \
   --debug.fail_mode exit > "$WORK/exit.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && pass "exit: job ended with $rc in $(elapsed_since "$t0") ms" || fail "exit: rc $rc"
 t0=$(now_ms)
@@ -42,7 +43,8 @@ run_ranks 2 "${base[@]}" --train.epochs 2 --run.dir "$WORK/skip" --debug.fail_ra
   && pass "nonfinite = skip drops one step and finishes" || fail "nonfinite skip"
 
 # SIGKILL of one rank mid-training: measured time from the kill to the job's end.
-"$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 1000 --run.dir "$WORK/kill" > "$WORK/kill.log" 2>&1 &
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 1000 --run.dir "$WORK/kill" > "$WORK/kill.log" 2>&1 &
 job=$!
 if wait_for_line "$job" "$WORK/kill.log" "samples/s" "$PROGRESS_LIMIT" && victim=$(rank_pid "$job" 1) && [ -n "$victim" ]; then
   t0=$(now_ms); kill -9 "$victim"
@@ -63,7 +65,8 @@ else fail "SIGKILL: no rank 1 to kill in a running job"; kill_job "$job"; fi
 erred_case() {  # FAIL_STEP ATTEMPT: returns 3 when rank 2 failed before mpirun was frozen
   local dir=$WORK/erred$2 job ranks alive=0 r
   # 84 000 steps; few lines while mpirun is frozen (its pipes must not fill): no checkpoints, a line an epoch.
-  "$MPIEXEC" -n 3 "$MPIDDP" "${base[@]}" --train.epochs 1000 --train.log_every 100000 --checkpoint.every_epochs 0 \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    "$MPIEXEC" -n 3 "$MPIDDP" "${base[@]}" --train.epochs 1000 --train.log_every 100000 --checkpoint.every_epochs 0 \
     --run.dir "$dir" \
     --debug.fail_rank 2 --debug.fail_step "$1" --debug.fail_mode erred_exit > "$dir.log" 2>&1 &
   job=$!
@@ -104,7 +107,8 @@ done
 # step waits on two collectives, and on a busy machine 37 000 of them took minutes.
 for sig in TERM USR1; do
   dir=$WORK/sig$sig
-  "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 300 --run.dir "$dir" > "$dir.log" 2>&1 &
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    "$MPIEXEC" -n 2 "$MPIDDP" "${base[@]}" --train.epochs 300 --run.dir "$dir" > "$dir.log" 2>&1 &
   job=$!
   if ! wait_for_line "$job" "$dir.log" "samples/s" "$PROGRESS_LIMIT" || ! victim=$(rank_pid "$job" 1) || [ -z "$victim" ]; then
     fail "SIG$sig: no rank 1 to signal in a running job"; kill_job "$job"; continue
@@ -130,7 +134,8 @@ done
 
 # A shard truncated under a running job: one clear line, no crash (SIGBUS) and no hang.
 cp -r "$WORK/train" "$WORK/shrink"
-"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/shrink" --train.epochs 1000 --run.dir "$WORK/t" > "$WORK/shrink.log" 2>&1 &
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  "$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/shrink" --train.epochs 1000 --run.dir "$WORK/t" > "$WORK/shrink.log" 2>&1 &
 job=$!
 if wait_for_line "$job" "$WORK/shrink.log" "samples/s" "$PROGRESS_LIMIT"; then
   truncate -s 10000 "$WORK/shrink/shard-00001-of-00002.h5"
@@ -143,7 +148,8 @@ else kill_job "$job"; fi
 # A shard deleted under a running job: the open file still serves the job to its end.
 # The ranks are stopped while it is deleted, so it surely happens mid-run.
 cp -r "$WORK/train" "$WORK/gone"
-"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 200 --train.log_every 10 --run.dir "$WORK/g" \
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  "$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gone" --train.epochs 200 --train.log_every 10 --run.dir "$WORK/g" \
   > "$WORK/gone.log" 2>&1 &
 job=$!
 if wait_for_line "$job" "$WORK/gone.log" "samples/s" "$PROGRESS_LIMIT"; then

@@ -151,7 +151,8 @@ for line in open(sys.argv[1]):
 
 # ---- 3. one job per run directory ----
 long=(--train.epochs 100000 --train.log_every 1)
-"$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" > "$WORK/busy.log" 2>&1 &
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --run.dir "$WORK/busy" > "$WORK/busy.log" 2>&1 &
 job=$!
 if wait_for_line "$job" "$WORK/busy.log" "samples/s" "$RUN_TIMEOUT" && holder=$(rank_pid "$job" 0) && [ -n "$holder" ]; then
   snapshot "$WORK/busy" | grep -v -e metrics.jsonl -e checkpoints > "$WORK/busy.snap" || true
@@ -172,9 +173,12 @@ if wait_for_line "$job" "$WORK/busy.log" "samples/s" "$RUN_TIMEOUT" && holder=$(
     || { fail "requeue after SIGKILL: exit $rc"; tail -3 "$WORK/requeue.log" >&2; }
 else fail "no running job to lock run.dir"; kill_job "$job"; fi
 # Two fresh starts racing for one new run.dir: one trains, the other is refused,
-# and nothing of the winner's is renamed.
+# and nothing of the winner's is renamed. Each mpirun has a session base of its
+# own: with a shared one, the winner ending while the loser's mpirun started made
+# orte_init fail (exit 1), the one failure this check ever had.
 for i in 1 2; do
-  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" --run.dir "$WORK/race" > "$WORK/race$i.log" 2>&1 &
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" --run.dir "$WORK/race" > "$WORK/race$i.log" 2>&1 &
   racer[$i]=$!
 done
 rcs=""
@@ -207,7 +211,8 @@ kill "$fifo_holder" 2>/dev/null; wait "$fifo_holder" 2>/dev/null || true
 # ---- 4. a metrics record that cannot be written (a full disk) ----
 if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/fs" && mount -t tmpfs -o size=4m tmpfs "$WORK/fs" 2>/dev/null; then
   at_exit 'umount "$WORK/fs"'
-  "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --checkpoint.every_steps 0 --checkpoint.every_epochs 0 \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    "$MPIEXEC" -n 2 "$MPIDDP" "${T[@]}" "${long[@]}" --checkpoint.every_steps 0 --checkpoint.every_epochs 0 \
     --run.dir "$WORK/fs/run" > "$WORK/full.log" 2>&1 &
   job=$!
   if wait_for_line "$job" "$WORK/full.log" "samples/s" "$RUN_TIMEOUT"; then

@@ -125,7 +125,8 @@ expect_input_error gzip-chunk-cut 2 "$WORK/gz-cut/a.h5: dataset 'features': the 
   train --data.train "$WORK/gz-cut" --run.dir "$WORK/run-gz-cut"
 expect_input_error lzf-filter 2 "$WORK/lzf/a.h5: dataset 'features' is stored through HDF5 filter 32000 (lzf)" \
   train --data.train "$WORK/lzf" --run.dir "$WORK/run-lzf"
-"$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gz-all" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-all" \
+OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+  "$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gz-all" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-all" \
   > "$WORK/gz-all.log" 2>&1 && pass "shuffle + gzip + fletcher32 chunks train" \
   || { fail "shuffle + gzip + fletcher32 chunks"; tail -3 "$WORK/gz-all.log" >&2; }
 expect_input_error nan-feature 2 "$WORK/nan/a.h5: row 37: feature 5 is NaN" \

@@ -294,7 +294,8 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
   kernels_kept wd "layers.0=winograd;layers.2=winograd" "${wide_run[@]}"
   # auto where rank 1's CPU lacks AVX-512 (oneDNN held to AVX2 there): the direct
   # convolutions on both ranks, no refusal.
-  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
     : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" --run.dir "$WORK/w-auto-mixed" \
     > "$WORK/w-auto-mixed.log" 2>&1 && ! grep -qi "winograd convolutions" "$WORK/w-auto-mixed.log" \
     && names_no_winograd "$(latest_checkpoint "$WORK/w-auto-mixed")" \
@@ -305,7 +306,8 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
   mkdir -p "$WORK/w-requeued/checkpoints"
   cp "$WORK/w-straight/checkpoints/ckpt-step-000000003.h5" "$WORK/w-requeued/checkpoints/"
   resume_from=(--run.dir "$WORK/w-requeued" --resume auto)
-  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
     : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" "${resume_from[@]}" \
     > "$WORK/w-requeued.log" 2>&1 && ! grep -qi "winograd convolutions (forward" "$WORK/w-requeued.log" \
     && grep -q "^note: this run trained with CPU kernels onednn;layers.0=winograd and continues with onednn (.*a rank's CPU cannot run" "$WORK/w-requeued.log" \
@@ -333,7 +335,8 @@ if grep -q libdnnl <<< "$(ldd "$MPIDDP")" && grep -qw avx512bw /proc/cpuinfo && 
     "train.cpu_kernels = winograd_all: oneDNN has Winograd convolutions only for CPUs with AVX-512; use auto" \
     "${wino_run[@]}" --train.cpu_kernels winograd_all --run.dir "$WORK/w-all-avx2"
   rc=0
-  timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-mixed" \
+  OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
+    timeout "$RUN_TIMEOUT" "$MPIEXEC" -n 1 "$MPIDDP" "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-mixed" \
     : -n 1 env ONEDNN_MAX_CPU_ISA=AVX2 "$MPIDDP" "${wino_run[@]}" --train.cpu_kernels winograd --run.dir "$WORK/w-mixed" \
     > "$WORK/w-mixed.log" 2>&1 || rc=$?
   [ "$rc" = 2 ] && [ "$(grep -c "mpiddp: error:" "$WORK/w-mixed.log")" = 1 ] \
