@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "io/hdf5_util.hpp"
+#include "io/stored_extent.hpp"
 #include "mpiddp/common/error.hpp"
 #include "mpiddp/common/printable.hpp"
 
 namespace mpiddp::h5 {
 namespace {
+
+// HDF5's own advice is chunks of 10 KiB to 1 MiB; h5py's automatic ones stay below 1 MiB.
+constexpr std::size_t kMaxChunkBytes = std::size_t{64} << 20;
 
 const char* const kRewrite = "; rewrite the file plain (h5repack -f NONE IN OUT) or make it with mpiddp shard";
 
@@ -75,17 +79,32 @@ long long inflated_length(const unsigned char* in, std::size_t size, std::size_t
 }
 
 // One stored chunk undone step by step, in sizes: the bytes it yields.
-void check_chunk(hid_t dataset, const Pipeline& p, const std::vector<hsize_t>& offset, std::size_t chunk_bytes,
+struct ChunkGrid {
+  std::vector<hsize_t> dims, chunk;
+  std::size_t chunk_bytes = 0;
+  bool partial_unfiltered = false;  // H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS: edge chunks stored raw
+  hsize_t file_bytes = 0;
+};
+
+void check_chunk(hid_t dataset, const Pipeline& p, const ChunkGrid& grid, const std::vector<hsize_t>& offset,
                  const std::string& where) {
   const std::string at = where + ": the chunk at " + position_text(offset);
+  const std::size_t chunk_bytes = grid.chunk_bytes;
   hsize_t stored = 0;
   if (H5Dget_chunk_storage_size(dataset, offset.data(), &stored) < 0) throw InputError(at + " is unreadable");
+  // Sized from the chunk index: a damaged index must not make this allocate more than the file holds.
+  if (stored > grid.file_bytes)
+    throw InputError(at + " claims " + std::to_string(stored) + " stored bytes, more than the file's " +
+                     std::to_string(grid.file_bytes) + " (damaged or hostile)" + kRewrite);
+  bool partial = false;
+  for (std::size_t d = 0; d < offset.size(); ++d) partial = partial || offset[d] + grid.chunk[d] > grid.dims[d];
   std::vector<unsigned char> raw(static_cast<std::size_t>(stored));
   std::uint32_t mask = 0;
   if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &mask, raw.data()) < 0)
     throw InputError(at + " is unreadable");
   long long size = static_cast<long long>(stored);
-  for (std::size_t i = p.filters.size(); i-- > 0;) {
+  const bool unfiltered = partial && grid.partial_unfiltered;
+  for (std::size_t i = unfiltered ? 0 : p.filters.size(); i-- > 0;) {
     if (mask & (1u << i)) continue;  // skipped for this chunk on writing
     if (p.filters[i] == H5Z_FILTER_FLETCHER32) {
       if (size < 4) throw InputError(at + " is too short for its checksum" + kRewrite);
@@ -112,20 +131,34 @@ void check_filtered_chunks(hid_t dataset, const std::vector<hsize_t>& dims, cons
   Handle plist(H5Dget_create_plist(dataset), H5Pclose);
   if (!plist || H5Pget_layout(plist.get()) != H5D_CHUNKED || H5Pget_nfilters(plist.get()) == 0) return;
   const Pipeline pipeline = read_pipeline(plist.get(), where);
-  std::vector<hsize_t> chunk(dims.size());
+  ChunkGrid grid;
+  grid.dims = dims;
+  grid.chunk.resize(dims.size());
   if (dims.empty() ||
-      H5Pget_chunk(plist.get(), static_cast<int>(chunk.size()), chunk.data()) != static_cast<int>(dims.size()))
+      H5Pget_chunk(plist.get(), static_cast<int>(grid.chunk.size()), grid.chunk.data()) != static_cast<int>(dims.size()))
     throw InputError(where + ": unreadable chunk layout");
+  unsigned options = 0;
+  if (H5Pget_chunk_opts(plist.get(), &options) >= 0)
+    grid.partial_unfiltered = (options & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS) != 0;
   Handle type(H5Dget_type(dataset), H5Tclose);
-  std::size_t chunk_bytes = H5Tget_size(type.get());
-  for (const hsize_t c : chunk) chunk_bytes *= static_cast<std::size_t>(c);
+  double bytes = static_cast<double>(H5Tget_size(type.get()));
+  for (const hsize_t c : grid.chunk) bytes *= static_cast<double>(c);
+  // Every read inflates a whole chunk (and HDF5 keeps 1 MiB of them): a chunk of
+  // GBs, even of a small data set, costs that much memory and time per batch.
+  if (bytes > static_cast<double>(kMaxChunkBytes))
+    throw InputError(where + " is stored in compressed chunks of " + extent_text(grid.chunk) + " values (" +
+                     std::to_string(static_cast<unsigned long long>(bytes)) + " bytes), above " +
+                     std::to_string(kMaxChunkBytes >> 20) + " MiB: each read would inflate a whole chunk" + kRewrite);
+  grid.chunk_bytes = static_cast<std::size_t>(bytes);
+  Handle file(H5Iget_file_id(dataset), H5Fclose);
+  if (!file || H5Fget_filesize(file.get(), &grid.file_bytes) < 0) throw InputError(where + ": unreadable file size");
   // Every chunk of the grid, in row-major order (check_stored_extent found them all written).
   std::vector<hsize_t> offset(dims.size(), 0);
   for (;;) {
-    check_chunk(dataset, pipeline, offset, chunk_bytes, where);
+    check_chunk(dataset, pipeline, grid, offset, where);
     std::size_t d = dims.size();
     while (d-- > 0) {
-      offset[d] += chunk[d];
+      offset[d] += grid.chunk[d];
       if (offset[d] < dims[d]) break;
       offset[d] = 0;
     }

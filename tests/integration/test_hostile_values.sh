@@ -106,6 +106,26 @@ raw_chunks(f"{w}/gz-cut/a.h5", zlib.compress(x[32:].tobytes())[:200], compressio
 shard(f"{w}/lzf/a.h5", x, y)
 with h5py.File(f"{w}/lzf/a.h5", "a") as f:
     del f["features"]; f.create_dataset("features", data=x, chunks=(32, 8), compression="lzf")
+# Chunks of 96 MB for 64 rows: every read would inflate all of it.
+os.makedirs(f"{w}/gz-huge-chunks", exist_ok=True)
+with h5py.File(f"{w}/gz-huge-chunks/a.h5", "w") as f:
+    f.create_dataset("features", data=x, maxshape=(None, 8), chunks=(3_000_000, 8), compression="gzip")
+    f.create_dataset("labels", data=y).attrs["num_classes"] = 3
+# A valid file: gzip, with the partial edge chunk stored unfiltered (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS,
+# set through the C library h5py runs on); 40 rows in chunks of 16.
+import ctypes
+from h5py import h5p, h5d, h5s, h5t
+os.makedirs(f"{w}/gz-partial-raw", exist_ok=True)
+try:  # Debian's h5py runs on the system's libhdf5; a wheel's own copy would not take this dcpl
+    hdf5 = ctypes.CDLL("libhdf5_serial.so.103")
+    with h5py.File(f"{w}/gz-partial-raw/a.h5", "w", libver="latest") as f:
+        dcpl = h5p.create(h5p.DATASET_CREATE); dcpl.set_chunk((16, 8)); dcpl.set_deflate(6)
+        assert hdf5.H5Pset_chunk_opts(ctypes.c_int64(dcpl.id), ctypes.c_uint(2)) >= 0
+        d = h5d.create(f.id, b"features", h5t.py_create(np.dtype("f4")), h5s.create_simple((40, 8)), dcpl=dcpl)
+        d.write(h5s.ALL, h5s.ALL, np.ascontiguousarray(x[:40]))
+        f.create_dataset("labels", data=y[:40]).attrs["num_classes"] = 3
+except (OSError, AssertionError):
+    if os.path.exists(f"{w}/gz-partial-raw/a.h5"): os.remove(f"{w}/gz-partial-raw/a.h5")
 os.makedirs(f"{w}/gz-all", exist_ok=True)
 with h5py.File(f"{w}/gz-all/a.h5", "w") as f:
     f.create_dataset("features", data=x, chunks=(16, 8), shuffle=True, compression="gzip", fletcher32=True)
@@ -125,6 +145,13 @@ expect_input_error gzip-chunk-cut 2 "$WORK/gz-cut/a.h5: dataset 'features': the 
   train --data.train "$WORK/gz-cut" --run.dir "$WORK/run-gz-cut"
 expect_input_error lzf-filter 2 "$WORK/lzf/a.h5: dataset 'features' is stored through HDF5 filter 32000 (lzf)" \
   train --data.train "$WORK/lzf" --run.dir "$WORK/run-lzf"
+expect_input_error gzip-huge-chunks 2 "$WORK/gz-huge-chunks/a.h5: dataset 'features' is stored in compressed chunks of 3000000 x 8 values (96000000 bytes), above 64 MiB" \
+  train --data.train "$WORK/gz-huge-chunks" --run.dir "$WORK/run-gz-huge"
+if [ -f "$WORK/gz-partial-raw/a.h5" ]; then
+  run_ranks 1 train --data.train "$WORK/gz-partial-raw" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-partial" \
+    > "$WORK/gz-partial.log" 2>&1 && pass "gzip chunks with the partial edge chunk stored unfiltered train" \
+    || { fail "gzip chunks with an unfiltered partial edge chunk"; tail -3 "$WORK/gz-partial.log" >&2; }
+else echo "note: h5py does not run on libhdf5_serial.so.103: the unfiltered partial chunk case is not run"; fi
 OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
   "$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gz-all" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-all" \
   > "$WORK/gz-all.log" 2>&1 && pass "shuffle + gzip + fletcher32 chunks train" \
