@@ -42,6 +42,9 @@ from .files import refuse_existing, refuse_input, write_atomically
 BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 
 
+# The largest data.pkl read (the pickle that names a state_dict's tensors; their values are separate records).
+MAX_PICKLE_BYTES = 16 << 20
+
 # Bytes per element of the storage classes a state_dict's pickle names.
 STORAGE_BYTES = {"DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
                  "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
@@ -106,7 +109,19 @@ def check_archive(path):
         if len(pickles) != 1:
             return  # not torch.save's layout: torch.load says so in its own words
         prefix = pickles[0][: -len("data.pkl")]
-        scan = _StorageScan(archive.read(pickles[0]))
+        # Inflated with a bound: a few MB of zip can hold GBs of pickle opcodes, each a stack entry to the scan.
+        # A state_dict's pickle names its tensors, not their values: tens of KB for GPT-2.
+        if archive.getinfo(pickles[0]).file_size > MAX_PICKLE_BYTES:
+            die(f"{path}: its data.pkl is {archive.getinfo(pickles[0]).file_size} bytes, more than a state_dict's "
+                f"pickle ever needs ({MAX_PICKLE_BYTES}); damaged or crafted file")
+        try:
+            with archive.open(pickles[0]) as stream:
+                data = stream.read(MAX_PICKLE_BYTES + 1)
+        except (OSError, zipfile.BadZipFile, RuntimeError, EOFError) as e:
+            die(f"{path}: cannot read its data.pkl ({one_line(e)})")
+        if len(data) > MAX_PICKLE_BYTES:
+            die(f"{path}: its data.pkl inflates past {MAX_PICKLE_BYTES} bytes; damaged or crafted file")
+        scan = _StorageScan(data)
         try:
             scan.load()
         except Exception as e:  # noqa: BLE001 (whatever the scan cannot follow, the loader is not given)
@@ -124,7 +139,9 @@ def check_archive(path):
 
 
 def check_file(path):
-    """What can be refused without PyTorch (whose import takes seconds): a FIFO, a TorchScript archive."""
+    """What can be refused without PyTorch (whose import takes seconds): no file, a FIFO, a TorchScript archive."""
+    if not os.path.lexists(path):
+        die(f"{path}: cannot read (No such file or directory)")
     if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the reads below for good
         die(f"{path}: not a regular file; from-torch reads a state_dict saved with torch.save")
     check_archive(path)

@@ -114,8 +114,17 @@ with zipfile.ZipFile(f"{d}/short-record.pt", "w") as z:
     z.writestr("a/data.pkl", pickled.getvalue())
     z.writestr("a/version", "3\n")
     z.writestr("a/data/0", struct.pack("6f", *range(6)))
+# A 64 KB archive whose data.pkl inflates to 64 MB of pickle opcodes (the scan's stack would grow with them).
+with zipfile.ZipFile(f"{d}/pickle-bomb.pt", "w", compression=zipfile.ZIP_DEFLATED) as z:
+    z.writestr("a/data.pkl", b"N" * (64 << 20))
+    z.writestr("a/version", "3\n")
 PY
 from_torch() { "$PYTHON" "$SCRIPTS/from-torch" "$@"; }
+
+refused from-torch-pickle-bomb from-torch "its data.pkl is 67108864 bytes, more than a state_dict's pickle" \
+  from_torch "$FT/pickle-bomb.pt" "$FT/pickle-bomb.h5"
+refused from-torch-missing from-torch "no-such.pt: cannot read (No such file or directory)" \
+  from_torch "$FT/no-such.pt" "$FT/no-such.h5"
 
 # 1. A pickle that runs code when unpickled: refused before any of it runs.
 refused from-torch-payload from-torch "evil.pt: " from_torch "$FT/evil.pt" "$FT/evil.h5"
