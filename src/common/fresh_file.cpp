@@ -67,13 +67,15 @@ void write_file_atomically(const std::string& path, const std::string& text, boo
   const std::string temp = path + ".tmp";
   std::FILE* f = create_fresh_file(temp);
   // Not creatable: a permission or a full directory, which the user can mend.
-  if (!f) throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
+  if (!f) throw InputError(temp + ": cannot write (" + std::strerror(errno) + ")");
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");
   if (durable) {
     publish(temp, path);
   } else if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    throw RuntimeError(path + ": rename failed (" + std::strerror(errno) + ")");
+    const int why = errno;
+    ::unlink(temp.c_str());  // no temporary left behind
+    throw RuntimeError(path + ": rename failed (" + std::strerror(why) + ")");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 
 namespace fs = std::filesystem;
 
@@ -39,9 +40,12 @@ std::vector<std::string> outputs_in(const std::string& dir) {
   return found;
 }
 
-}  // namespace
-
-void check_run_dir(const std::string& dir, const std::string& resume, bool has_checkpoints) {
+void check_run_dir_files(const std::string& dir, const std::string& resume, bool has_checkpoints) {
+  // Linux's limits (NAME_MAX, PATH_MAX), with room for the names mpiddp writes inside.
+  for (const auto& part : fs::path(dir))
+    if (part.string().size() > 255)
+      throw InputError("run.dir " + printable(dir, 120) + ": a name in it is longer than 255 bytes");
+  if (dir.size() > 3800) throw InputError("run.dir " + printable(dir, 120) + ": longer than 3800 bytes");
   const fs::file_status status = status_of(dir);
   if (!fs::exists(status)) {
     check_creatable(dir);
@@ -67,6 +71,12 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
       throw InputError("run.dir " + dir + ": " + name + " exists and is not a regular file" +
                        (fs::is_symlink(status_of(path)) ? " (a symbolic link)" : ""));
   }
+  // Written as NAME.tmp and renamed: a directory there would end the job at that write, perhaps after the training.
+  for (const std::string name : {"config.ini.tmp", "metrics.jsonl.tmp", "summary.json.tmp", "checkpoints/latest.tmp",
+                                 ".lock", ".lock.tmp"}) {
+    if (fs::is_directory(status_of(dir + "/" + name)))
+      throw InputError("run.dir " + dir + ": " + name + " is a directory, where mpiddp writes a file; remove it");
+  }
   const std::vector<std::string> outputs = outputs_in(dir);
   if (outputs.empty()) return;
   std::string list;
@@ -77,6 +87,15 @@ void check_run_dir(const std::string& dir, const std::string& resume, bool has_c
   if (resume == "auto" && !has_checkpoints && fs::exists(status_of(dir + "/summary.json")))
     throw InputError("run.dir " + dir + " holds a finished run (summary.json) and no checkpoint to continue from; " +
                      "choose another run.dir");
+}
+}  // namespace
+
+void check_run_dir(const std::string& dir, const std::string& resume, bool has_checkpoints) {
+  try {
+    check_run_dir_files(dir, resume, has_checkpoints);
+  } catch (const fs::filesystem_error& e) {  // a path too long, a component that is a file, no permission
+    throw InputError("run.dir " + dir + ": " + e.code().message());
+  }
 }
 
 void check_resume_into(const std::string& dir, const CheckpointDirectory& checkpoints, const std::string& path) {

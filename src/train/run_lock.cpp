@@ -42,8 +42,8 @@ std::string recorded_holder(const std::string& dir) {
   ::close(fd);
   std::string line(text, got > 0 ? static_cast<std::size_t>(got) : 0);
   line = line.substr(0, line.find('\n'));
-  for (char& c : line)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  for (char& c : line)  // the holder writes ASCII; anything else (escapes, bidi overrides) is not shown
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
   return line.empty() ? fallback : line;
 }
 

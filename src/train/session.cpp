@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/device/cpu_blas.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
@@ -230,6 +231,27 @@ void TrainingSession::open_data(int ranks_on_node) {
   });
 }
 
+namespace {
+// "model.layers (59120 bytes)": the longest line of a resolved input file, by its key.
+std::string longest_setting(const std::string& ini) {
+  std::string section, longest;
+  std::size_t most = 0, start = 0;
+  while (start < ini.size()) {
+    std::size_t end = ini.find('\n', start);
+    if (end == std::string::npos) end = ini.size();
+    const std::string line = ini.substr(start, end - start);
+    start = end + 1;
+    if (!line.empty() && line.front() == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (line.size() > most) {
+      most = line.size();
+      longest = section + "." + line.substr(0, line.find_first_of(" ="));
+    }
+  }
+  return printable(longest, 200) + " (" + std::to_string(most) + " bytes)";
+}
+}  // namespace
+
 void TrainingSession::build_model() {
   agree_or_fail(comm, [&] {
     model = mpiddp::build_model(config.model, input_shape(), outputs, config.train.seed, compute.device);
@@ -242,7 +264,7 @@ void TrainingSession::build_model() {
     if (config.resolved_ini.size() > kMaxResolvedBytes)
       throw InputError("the resolved settings take " + std::to_string(config.resolved_ini.size()) + " bytes, over the " +
                        std::to_string(kMaxResolvedBytes) +
-                       " a checkpoint stores (model.layers is the long one: a shorter layer list fits)");
+                       " a checkpoint stores (the longest is " + longest_setting(config.resolved_ini) + ")");
   });
   reducer = std::make_unique<GradientReducer>(
       model->parameters(), comm, static_cast<std::size_t>(config.ddp.first_bucket_mb * 1048576.0),

@@ -16,6 +16,14 @@ mkfifo "$WORK/fifo.ini"  # would block every rank's open for good
 expect_input_error ini-is-fifo 2 "$WORK/fifo.ini: not a regular file (a FIFO)" train "$WORK/fifo.ini"
 printf '[data]\ntrain = %s/da\0ta\n' "$WORK" > "$WORK/nul.ini"  # the path would be cut at the NUL
 expect_input_error ini-nul 2 "$WORK/nul.ini: line 2 holds a NUL character (\x00)" train "$WORK/nul.ini"
+# Control characters in the input file (an escape sequence for the terminal, a CR hiding a section after it;
+# a CR at a line's end is a Windows line end), and a line of 50 MB.
+printf '[run]\ndir = runs/x\033[2J\n' > "$WORK/esc.ini"
+expect_input_error ini-escape 2 "$WORK/esc.ini: line 2 holds a control character (\x1b)" train "$WORK/esc.ini"
+printf '[run]\ndir = x\r[data]\rtrain = /nowhere\n' > "$WORK/cr.ini"
+expect_input_error ini-cr 2 "$WORK/cr.ini: line 2 holds a control character (\x0d)" train "$WORK/cr.ini"
+{ printf '[run]\ndir = '; head -c 50000000 /dev/zero | tr '\0' a; echo; } > "$WORK/long.ini"
+expect_input_error ini-long-line 2 "$WORK/long.ini: line 2 is 50000006 bytes long, over the 65536" train "$WORK/long.ini"
 # A newline in a command-line value would add lines (a section, keys) to config.ini and to the
 # checkpoint's stored input file, which a resume reads back as settings.
 expect_input_error newline-in-value 2 "command line: the value of --run.dir holds a control character (\x0a)" \
@@ -156,6 +164,11 @@ OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
   "$MPIEXEC" -n 2 "$MPIDDP" train --data.train "$WORK/gz-all" --train.batch_size 8 --train.epochs 1 --run.dir "$WORK/run-gz-all" \
   > "$WORK/gz-all.log" 2>&1 && pass "shuffle + gzip + fletcher32 chunks train" \
   || { fail "shuffle + gzip + fletcher32 chunks"; tail -3 "$WORK/gz-all.log" >&2; }
+expect_input_error run-dir-long-name 2 "a name in it is longer than 255 bytes" \
+  train /dev/null --data.train "$WORK/gz-all" --run.dir "$WORK/$(head -c 300 /dev/zero | tr '\0' a)"
+printf '[train]\r\nbatch_size = 8\r\nepochs = 1\r\n' > "$WORK/crlf.ini"  # Windows line ends are text
+run_ranks 1 train "$WORK/crlf.ini" --data.train "$WORK/gz-all" --run.dir "$WORK/run-crlf" > "$WORK/crlf.log" 2>&1 \
+  && pass "an input file with CRLF line ends trains" || { fail "CRLF input file"; tail -2 "$WORK/crlf.log" >&2; }
 expect_input_error nan-feature 2 "$WORK/nan/a.h5: row 37: feature 5 is NaN" \
   train --data.train "$WORK/nan" --run.dir "$WORK/run-93" --train.batch_size 8
 expect_input_error nan-feature-hdf5-path 2 "$WORK/nan-gz/a.h5: row 37: feature 5 is NaN" \

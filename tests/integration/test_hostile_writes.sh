@@ -287,6 +287,14 @@ for name in config.ini.tmp metrics.jsonl.tmp summary.json.tmp .lock.tmp; do
 done
 [ "$kept" = 4 ] && [ ! -L "$WORK/links/summary.json" ] && [ "$(json_field "$WORK/links/summary.json" status)" = completed ] \
   && pass "symlinks at the temporaries' names: replaced, their 4 targets intact, the run completed"
+# A directory at a temporary's name (or at .lock) would end the job at that write, summary.json's after
+# all the training: refused at start, before anything is written.
+for name in summary.json.tmp checkpoints/latest.tmp .lock; do
+  tag=${name//[\/.]/-}
+  mkdir -p "$WORK/dir$tag/$name" && touch "$WORK/dir$tag/config.ini"
+  expect_input_error "directory-at$tag" 2 "run.dir $WORK/dir$tag: $name is a directory, where mpiddp writes a file" \
+    "${T[@]}" --run.dir "$WORK/dir$tag" --resume auto
+done
 mkdir -p "$WORK/linked"; ln -s "$WORK/links/checkpoints" "$WORK/linked/checkpoints"
 before=$(ls "$WORK/links/checkpoints" | tr '\n' ' ')
 expect_input_error linked-checkpoints 2 "run.dir $WORK/linked: checkpoints is a symbolic link" "${T[@]}" --run.dir "$WORK/linked"

@@ -82,5 +82,5 @@ TEST_CASE("fresh file: an atomic write replaces the name, never writes through a
     REQUIRE(::unlink(name.c_str()) == 0);
   }
   CHECK_THROWS_WITH(mpiddp::write_file_atomically(dir.path + "/no-such-dir/x", "x", false),
-                    Catch::Contains("no-such-dir/x: cannot write"));
+                    Catch::Contains("no-such-dir/x.tmp: cannot write"));
 }
