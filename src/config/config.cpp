@@ -492,12 +492,20 @@ namespace {
 
 // A setting is one line of config.ini and of the checkpoint's stored input: a
 // newline in a command-line value would add lines (keys, sections) there that a
-// resume then reads as settings. Other control characters are refused with it.
-void refuse_control_characters(const std::vector<std::string>& overrides) {
+// resume then reads as settings. Other control characters are refused with it,
+// except in model.layers, a list whose layers any blanks separate (a list read
+// from a multi-line file): there a newline, CR or tab is a space, as the input
+// file's continuation lines are.
+std::vector<std::string> one_line_settings(std::vector<std::string> overrides) {
   for (std::size_t i = 0; i < overrides.size(); ++i) {
-    for (unsigned char c : overrides[i]) {
-      if (c >= 0x20 && c != 0x7f) continue;
-      if (c == '\t') continue;
+    const bool layers = overrides[i].rfind("--model.layers=", 0) == 0 || (i > 0 && overrides[i - 1] == "--model.layers");
+    for (char& ch : overrides[i]) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
+      if (layers && (c == '\n' || c == '\r')) {
+        ch = ' ';
+        continue;
+      }
       char code[8];
       std::snprintf(code, sizeof(code), "\\x%02x", c);
       const bool is_value = i > 0 && overrides[i - 1].rfind("--", 0) == 0 && overrides[i].rfind("--", 0) != 0;
@@ -507,6 +515,7 @@ void refuse_control_characters(const std::vector<std::string>& overrides) {
                        "); a setting is one line of text");
     }
   }
+  return overrides;
 }
 
 // Stores `in` (when not null: the input file's text, named `path`) after the
@@ -517,9 +526,9 @@ Config parse_config(std::istream* in, const std::string& path, const std::vector
   describe(schema, config);
   po::variables_map values;
   const std::string where = path.empty() ? "command line" : path;
-  refuse_control_characters(overrides);
+  const std::vector<std::string> arguments = one_line_settings(overrides);
   try {
-    po::store(po::command_line_parser(overrides).options(schema.options()).style(
+    po::store(po::command_line_parser(arguments).options(schema.options()).style(
                   po::command_line_style::unix_style & ~po::command_line_style::allow_guessing).run(),
               values);
   } catch (const po::error& e) {

@@ -166,6 +166,12 @@ OMPI_MCA_orte_tmpdir_base=$(own_session_base) \
   || { fail "shuffle + gzip + fletcher32 chunks"; tail -3 "$WORK/gz-all.log" >&2; }
 expect_input_error run-dir-long-name 2 "a name in it is longer than 255 bytes" \
   train /dev/null --data.train "$WORK/gz-all" --run.dir "$WORK/$(head -c 300 /dev/zero | tr '\0' a)"
+# model.layers read from a multi-line file: its newlines are blanks, and config.ini keeps it on one line.
+run_ranks 1 train /dev/null --data.train "$WORK/gz-all" --train.batch_size 8 --train.max_steps 2 --run.dir "$WORK/run-ml" \
+  --model.layers $'flatten\n  linear(16) relu\n  linear' > "$WORK/ml.log" 2>&1 \
+  && grep -qx "layers = flatten   linear(16) relu   linear" "$WORK/run-ml/config.ini" \
+  && pass "a multi-line model.layers on the command line: one line in config.ini" \
+  || { fail "multi-line model.layers"; tail -2 "$WORK/ml.log" >&2; }
 printf '[train]\r\nbatch_size = 8\r\nepochs = 1\r\n' > "$WORK/crlf.ini"  # Windows line ends are text
 run_ranks 1 train "$WORK/crlf.ini" --data.train "$WORK/gz-all" --run.dir "$WORK/run-crlf" > "$WORK/crlf.log" 2>&1 \
   && pass "an input file with CRLF line ends trains" || { fail "CRLF input file"; tail -2 "$WORK/crlf.log" >&2; }
