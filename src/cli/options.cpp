@@ -11,6 +11,7 @@ namespace mpiddp {
 
 bool parse_command_options(const std::vector<std::string>& args, const po::options_description& options,
                            po::variables_map& values) {
+  refuse_control_characters(args, "--prompt");  // generate's prompt is text of any lines
   try {
     po::store(po::command_line_parser(args).options(options).run(), values);
     if (values.count("help")) {

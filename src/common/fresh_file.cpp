@@ -66,17 +66,27 @@ void publish(const std::string& temp, const std::string& final_path) {
 void write_file_atomically(const std::string& path, const std::string& text, bool durable) {
   const std::string temp = path + ".tmp";
   std::FILE* f = create_fresh_file(temp);
-  // Not creatable: a permission or a full directory, which the user can mend.
-  if (!f) throw InputError(temp + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) throw RuntimeError(temp + ": write failed (disk full?)");
-  if (durable) {
-    publish(temp, path);
-  } else if (std::rename(temp.c_str(), path.c_str()) != 0) {
+  if (!f) {
     const int why = errno;
-    ::unlink(temp.c_str());  // no temporary left behind
-    throw RuntimeError(path + ": rename failed (" + std::strerror(why) + ")");
+    const std::string message = temp + ": cannot write (" + std::strerror(why) + ")";
+    // A permission, a read-only or missing directory: the user's to mend. A full disk is not bad input.
+    if (why == EACCES || why == EPERM || why == EROFS || why == ENOENT || why == ENOTDIR || why == EISDIR)
+      throw InputError(message);
+    throw RuntimeError(message);
   }
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  if (ok && durable) ok = ::fsync(::fileno(f)) == 0;
+  const int why = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    ::unlink(temp.c_str());
+    throw RuntimeError(temp + ": write failed (" + std::strerror(why) + ")");
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int failed = errno;
+    ::unlink(temp.c_str());  // no temporary left behind
+    throw RuntimeError(path + ": rename failed (" + std::strerror(failed) + ")");
+  }
+  if (durable) fsync_path(parent_of(path), true);
 }
 
 }  // namespace mpiddp

@@ -499,24 +499,35 @@ namespace {
 std::vector<std::string> one_line_settings(std::vector<std::string> overrides) {
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     const bool layers = overrides[i].rfind("--model.layers=", 0) == 0 || (i > 0 && overrides[i - 1] == "--model.layers");
-    for (char& ch : overrides[i]) {
-      const unsigned char c = static_cast<unsigned char>(ch);
+    if (!layers) continue;
+    for (char& c : overrides[i])
+      if (c == '\n' || c == '\r') c = ' ';
+  }
+  refuse_control_characters(overrides);
+  return overrides;
+}
+
+}  // namespace
+
+void refuse_control_characters(const std::vector<std::string>& args, const std::string& free_text_option) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool is_value = i > 0 && args[i - 1].rfind("--", 0) == 0 && args[i].rfind("--", 0) != 0;
+    if (!free_text_option.empty() &&
+        ((is_value && args[i - 1] == free_text_option) || args[i].rfind(free_text_option + "=", 0) == 0))
+      continue;
+    for (unsigned char c : args[i]) {
       if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
-      if (layers && (c == '\n' || c == '\r')) {
-        ch = ' ';
-        continue;
-      }
       char code[8];
       std::snprintf(code, sizeof(code), "\\x%02x", c);
-      const bool is_value = i > 0 && overrides[i - 1].rfind("--", 0) == 0 && overrides[i].rfind("--", 0) != 0;
       const std::string what =
-          is_value ? "the value of " + printable(overrides[i - 1]) : "argument '" + printable(overrides[i]) + "'";
+          is_value ? "the value of " + printable(args[i - 1]) : "argument '" + printable(args[i]) + "'";
       throw InputError("command line: " + what + " holds a control character (" + code +
                        "); a setting is one line of text");
     }
   }
-  return overrides;
 }
+
+namespace {
 
 // Stores `in` (when not null: the input file's text, named `path`) after the
 // overrides, so the command line wins, then checks everything.
@@ -575,6 +586,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     if (!S_ISREG(info.st_mode) && !is_null)
       throw InputError(path + ": not a regular file (" + (S_ISFIFO(info.st_mode) ? "a FIFO" : "a device or socket") +
                        "); every rank reads the input file, so it must be a file");
+    // Read whole by every rank: a file of settings is kilobytes.
+    constexpr off_t kMaxInputBytes = off_t{16} << 20;
+    if (S_ISREG(info.st_mode) && info.st_size > kMaxInputBytes)
+      throw InputError(path + ": is " + std::to_string(info.st_size) + " bytes; an input file of settings holds at most " +
+                       std::to_string(kMaxInputBytes));
   }
   std::ifstream file(path);
   if (!file) throw InputError(path + ": cannot open input file (" + std::strerror(errno) + ")");

@@ -35,21 +35,22 @@ std::string join_continuation_lines(std::istream& in, const std::string& where) 
     if (line.find('\0') != std::string::npos)
       throw InputError(where + ": line " + std::to_string(number) +
                        " holds a NUL character (\\x00); an input file is text");
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a Windows line end
     // A physical line holds one setting: 64 KiB is far past any (a checkpoint stores all of them in 60,000 bytes).
     if (line.size() > kMaxLineBytes)
       throw InputError(where + ": line " + std::to_string(number) + " is " + std::to_string(line.size()) +
                        " bytes long, over the " + std::to_string(kMaxLineBytes) + " a line of settings may hold");
-    // Other control characters would go raw into messages, config.ini and paths (an escape sequence to the
-    // terminal, a CR hiding what follows it); a tab is a blank, a CR at the end a Windows line end.
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      const unsigned char c = static_cast<unsigned char>(line[i]);
-      if ((c >= 0x20 && c != 0x7f) || c == '\t' || (c == '\r' && i + 1 == line.size())) continue;
+    std::string text = without_comment(line);
+    // Control characters would go raw into messages, config.ini and paths (an escape sequence to the terminal,
+    // a CR hiding what follows it); a tab is a blank. A comment may hold anything but a NUL.
+    for (const char ch : text) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
       char code[8];
       std::snprintf(code, sizeof(code), "\\x%02x", c);
       throw InputError(where + ": line " + std::to_string(number) + " holds a control character (" + code +
                        "); an input file is text");
     }
-    std::string text = without_comment(line);
     if (only_blanks(text)) {
       flush();  // a blank line ends a value, as in configparser
       continuable = false;

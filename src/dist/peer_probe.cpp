@@ -169,7 +169,7 @@ PeerProbe::~PeerProbe() {
   if (listener_ >= 0) ::close(listener_);
 }
 
-ProbeAddress PeerProbe::own_address(const std::string& host) const {
+ProbeAddress PeerProbe::own_address(const std::string& host, bool single_host) const {
   ProbeAddress mine{};
   std::snprintf(mine.host, sizeof(mine.host), "%s", host.c_str());
   sockaddr_in bound{};
@@ -189,10 +189,10 @@ ProbeAddress PeerProbe::own_address(const std::string& host) const {
     ::freeaddrinfo(found);
   }
   // A hostname that does not resolve (a fresh VM or container without an
-  // /etc/hosts line for it): loopback, which the listener (bound to any address)
-  // answers on. A job that spans hosts then turns the probes off
-  // (loopback_across_hosts); one on a single host keeps them.
-  if (mine.ipv4 == 0) mine.ipv4 = htonl(INADDR_LOOPBACK);
+  // /etc/hosts line for it), in a job on one host: loopback, which the listener
+  // (bound to any address) answers on. Never across hosts, even where they share
+  // a name (cloned VMs): a probe of 127.0.0.1 would reach the prober's own host.
+  if (mine.ipv4 == 0 && single_host) mine.ipv4 = htonl(INADDR_LOOPBACK);
   mine.port = bound.sin_port;
   return mine;
 }

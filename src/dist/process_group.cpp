@@ -42,7 +42,7 @@ ProcessGroup::ProcessGroup(int* argc, char*** argv) {
 // lost. Nor where a hostname resolves to loopback and the job spans hosts (the
 // address would lead to the prober's own host). Costs one connection per rank.
 void ProcessGroup::set_up_peer_probe() {
-  const ProbeAddress mine = probe_.own_address(host_);
+  const ProbeAddress mine = probe_.own_address(host_, local_size_ == world_size_);
   std::vector<ProbeAddress> table(static_cast<std::size_t>(world_size_));
   check_mpi(MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, table.data(), sizeof(mine), MPI_BYTE, MPI_COMM_WORLD),
             "MPI_Allgather(peer probe addresses)");

@@ -86,23 +86,67 @@ struct ChunkGrid {
   hsize_t file_bytes = 0;
 };
 
-void check_chunk(hid_t dataset, const Pipeline& p, const ChunkGrid& grid, const std::vector<hsize_t>& offset,
+// A chunk and its stored size, as the chunk index says.
+struct StoredChunk {
+  std::vector<hsize_t> offset;
+  hsize_t bytes = 0;
+};
+
+// The most a chunk's writer can have stored: deflate's worst case over the chunk
+// and the checksums before it, plus those after it.
+hsize_t most_stored_bytes(const Pipeline& p, std::size_t chunk_bytes) {
+  std::size_t checksums = 0;
+  for (const H5Z_filter_t f : p.filters) checksums += f == H5Z_FILTER_FLETCHER32 ? 4 : 0;
+  return compressBound(static_cast<uLong>(chunk_bytes + checksums)) + checksums;
+}
+
+// Every chunk's stored size, checked before any is read: no larger than its writer
+// could have made it, and all of them together no larger than the file. Chunks
+// that share bytes (an index pointing many chunks at one small stream, each then
+// inflated: hours for a 2 MB file) claim more than the file holds; within the
+// file, inflating them all costs at most deflate's best ratio (1032) times its size.
+std::vector<StoredChunk> locate_chunks(hid_t dataset, const Pipeline& p, const ChunkGrid& grid,
+                                       const std::string& where) {
+  std::vector<StoredChunk> chunks;
+  const hsize_t most = most_stored_bytes(p, grid.chunk_bytes);
+  hsize_t total = 0;
+  std::vector<hsize_t> offset(grid.dims.size(), 0);
+  for (;;) {  // every chunk of the grid, in row-major order (check_stored_extent found them all written)
+    StoredChunk c{offset, 0};
+    const std::string at = where + ": the chunk at " + position_text(offset);
+    if (H5Dget_chunk_storage_size(dataset, offset.data(), &c.bytes) < 0) throw InputError(at + " is unreadable");
+    if (c.bytes > most || c.bytes > grid.file_bytes)
+      throw InputError(at + " claims " + std::to_string(c.bytes) + " stored bytes, more than the file's " +
+                       std::to_string(grid.file_bytes) + " or its chunk's " + std::to_string(most) +
+                       " at most (damaged or hostile)" + kRewrite);
+    total += c.bytes;
+    if (total > grid.file_bytes)
+      throw InputError(where + ": its chunks claim more stored bytes than the file's " +
+                       std::to_string(grid.file_bytes) + " (chunks sharing bytes: a damaged or crafted chunk index)" +
+                       kRewrite);
+    chunks.push_back(std::move(c));
+    std::size_t d = grid.dims.size();
+    while (d-- > 0) {
+      offset[d] += grid.chunk[d];
+      if (offset[d] < grid.dims[d]) break;
+      offset[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1)) return chunks;
+  }
+}
+
+void check_chunk(hid_t dataset, const Pipeline& p, const ChunkGrid& grid, const StoredChunk& chunk,
                  const std::string& where) {
-  const std::string at = where + ": the chunk at " + position_text(offset);
+  const std::string at = where + ": the chunk at " + position_text(chunk.offset);
   const std::size_t chunk_bytes = grid.chunk_bytes;
-  hsize_t stored = 0;
-  if (H5Dget_chunk_storage_size(dataset, offset.data(), &stored) < 0) throw InputError(at + " is unreadable");
-  // Sized from the chunk index: a damaged index must not make this allocate more than the file holds.
-  if (stored > grid.file_bytes)
-    throw InputError(at + " claims " + std::to_string(stored) + " stored bytes, more than the file's " +
-                     std::to_string(grid.file_bytes) + " (damaged or hostile)" + kRewrite);
   bool partial = false;
-  for (std::size_t d = 0; d < offset.size(); ++d) partial = partial || offset[d] + grid.chunk[d] > grid.dims[d];
-  std::vector<unsigned char> raw(static_cast<std::size_t>(stored));
+  for (std::size_t d = 0; d < chunk.offset.size(); ++d)
+    partial = partial || chunk.offset[d] + grid.chunk[d] > grid.dims[d];
+  std::vector<unsigned char> raw(static_cast<std::size_t>(chunk.bytes));
   std::uint32_t mask = 0;
-  if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &mask, raw.data()) < 0)
+  if (H5Dread_chunk(dataset, H5P_DEFAULT, chunk.offset.data(), &mask, raw.data()) < 0)
     throw InputError(at + " is unreadable");
-  long long size = static_cast<long long>(stored);
+  long long size = static_cast<long long>(chunk.bytes);
   const bool unfiltered = partial && grid.partial_unfiltered;
   for (std::size_t i = unfiltered ? 0 : p.filters.size(); i-- > 0;) {
     if (mask & (1u << i)) continue;  // skipped for this chunk on writing
@@ -152,18 +196,8 @@ void check_filtered_chunks(hid_t dataset, const std::vector<hsize_t>& dims, cons
   grid.chunk_bytes = static_cast<std::size_t>(bytes);
   Handle file(H5Iget_file_id(dataset), H5Fclose);
   if (!file || H5Fget_filesize(file.get(), &grid.file_bytes) < 0) throw InputError(where + ": unreadable file size");
-  // Every chunk of the grid, in row-major order (check_stored_extent found them all written).
-  std::vector<hsize_t> offset(dims.size(), 0);
-  for (;;) {
-    check_chunk(dataset, pipeline, grid, offset, where);
-    std::size_t d = dims.size();
-    while (d-- > 0) {
-      offset[d] += grid.chunk[d];
-      if (offset[d] < dims[d]) break;
-      offset[d] = 0;
-    }
-    if (d == static_cast<std::size_t>(-1)) return;
-  }
+  for (const StoredChunk& chunk : locate_chunks(dataset, pipeline, grid, where))
+    check_chunk(dataset, pipeline, grid, chunk, where);
 }
 
 }  // namespace mpiddp::h5

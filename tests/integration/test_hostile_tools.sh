@@ -114,6 +114,18 @@ with zipfile.ZipFile(f"{d}/short-record.pt", "w") as z:
     z.writestr("a/data.pkl", pickled.getvalue())
     z.writestr("a/version", "3\n")
     z.writestr("a/data/0", struct.pack("6f", *range(6)))
+# A data.pkl marked deflated whose bytes are no deflate stream (zlib's error, not a traceback).
+with zipfile.ZipFile(f"{d}/bad-deflate.pt", "w") as z:
+    z.writestr("a/version", "3\n")
+    z.writestr("a/data.pkl", b"x" * 100)
+raw = bytearray(open(f"{d}/bad-deflate.pt", "rb").read())
+for signature, method_at, name_at in ((b"PK\x03\x04", 8, 30), (b"PK\x01\x02", 10, 46)):
+    at = raw.find(signature)
+    while at >= 0:
+        if raw[at + name_at:at + name_at + 10] == b"a/data.pkl":
+            raw[at + method_at:at + method_at + 2] = struct.pack("<H", 8)
+        at = raw.find(signature, at + 4)
+open(f"{d}/bad-deflate.pt", "wb").write(raw)
 # A 64 KB archive whose data.pkl inflates to 64 MB of pickle opcodes (the scan's stack would grow with them).
 with zipfile.ZipFile(f"{d}/pickle-bomb.pt", "w", compression=zipfile.ZIP_DEFLATED) as z:
     z.writestr("a/data.pkl", b"N" * (64 << 20))
@@ -123,6 +135,8 @@ from_torch() { "$PYTHON" "$SCRIPTS/from-torch" "$@"; }
 
 refused from-torch-pickle-bomb from-torch "its data.pkl is 67108864 bytes, more than a state_dict's pickle" \
   from_torch "$FT/pickle-bomb.pt" "$FT/pickle-bomb.h5"
+refused from-torch-bad-deflate from-torch "cannot read its data.pkl (error: Error -3" \
+  from_torch "$FT/bad-deflate.pt" "$FT/bad-deflate.h5"
 refused from-torch-missing from-torch "no-such.pt: cannot read (No such file or directory)" \
   from_torch "$FT/no-such.pt" "$FT/no-such.h5"
 

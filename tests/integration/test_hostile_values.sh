@@ -17,13 +17,18 @@ expect_input_error ini-is-fifo 2 "$WORK/fifo.ini: not a regular file (a FIFO)" t
 printf '[data]\ntrain = %s/da\0ta\n' "$WORK" > "$WORK/nul.ini"  # the path would be cut at the NUL
 expect_input_error ini-nul 2 "$WORK/nul.ini: line 2 holds a NUL character (\x00)" train "$WORK/nul.ini"
 # Control characters in the input file (an escape sequence for the terminal, a CR hiding a section after it;
-# a CR at a line's end is a Windows line end), and a line of 50 MB.
+# a CR at a line's end is a Windows line end; in a comment anything goes), a line of 100 KB, a file of 17 MB.
 printf '[run]\ndir = runs/x\033[2J\n' > "$WORK/esc.ini"
 expect_input_error ini-escape 2 "$WORK/esc.ini: line 2 holds a control character (\x1b)" train "$WORK/esc.ini"
 printf '[run]\ndir = x\r[data]\rtrain = /nowhere\n' > "$WORK/cr.ini"
 expect_input_error ini-cr 2 "$WORK/cr.ini: line 2 holds a control character (\x0d)" train "$WORK/cr.ini"
-{ printf '[run]\ndir = '; head -c 50000000 /dev/zero | tr '\0' a; echo; } > "$WORK/long.ini"
-expect_input_error ini-long-line 2 "$WORK/long.ini: line 2 is 50000006 bytes long, over the 65536" train "$WORK/long.ini"
+{ printf '[run]\ndir = '; head -c 100000 /dev/zero | tr '\0' a; echo; } > "$WORK/long.ini"
+expect_input_error ini-long-line 2 "$WORK/long.ini: line 2 is 100006 bytes long, over the 65536" train "$WORK/long.ini"
+truncate -s 17M "$WORK/big.ini"  # every rank reads it whole
+expect_input_error ini-too-big 2 "$WORK/big.ini: is 17825792 bytes; an input file of settings holds at most" \
+  train "$WORK/big.ini"
+printf '[train]  # a comment may hold \033[31m anything\f but a NUL\nepochs = 1\n' > "$WORK/comment.ini"
+expect_input_error ini-comment-escape 2 "key 'data.train'" train "$WORK/comment.ini"
 # A newline in a command-line value would add lines (a section, keys) to config.ini and to the
 # checkpoint's stored input file, which a resume reads back as settings.
 expect_input_error newline-in-value 2 "command line: the value of --run.dir holds a control character (\x0a)" \
@@ -98,7 +103,8 @@ shard(f"{w}/classes1/a.h5", x, y, classes=1)
 shard(f"{w}/noclasses/a.h5", x, y, classes=None)
 shard(f"{w}/classes5/a.h5", x, y, classes=5)
 # Compressed chunks written raw (write_direct_chunk): one that inflates short (its rows would read as
-# whatever HDF5's buffer held), one that inflates to 64 MB for a 2 KB chunk, one cut short; a filter
+# whatever HDF5's buffer held), one that inflates to 512 KB for a 1 KB chunk, one stored larger than deflate
+# could make a 1 KB chunk (64 MB inflated), one cut short; a filter
 # whose output mpiddp cannot bound (lzf); and the usual shuffle + gzip + fletcher32, which trains.
 import zlib
 def raw_chunks(path, second_chunk, **filters):
@@ -109,11 +115,28 @@ def raw_chunks(path, second_chunk, **filters):
         d.id.write_direct_chunk((32, 0), second_chunk, filter_mask=0)
         f.create_dataset("labels", data=y).attrs["num_classes"] = 3
 raw_chunks(f"{w}/gz-short/a.h5", zlib.compress(x[32:40].tobytes()), compression="gzip")
-raw_chunks(f"{w}/gz-bomb/a.h5", zlib.compress(bytes(64 << 20), 9), compression="gzip")
+raw_chunks(f"{w}/gz-bomb/a.h5", zlib.compress(bytes(1 << 19), 9), compression="gzip")  # 0.5 KB stored
+raw_chunks(f"{w}/gz-oversized/a.h5", zlib.compress(bytes(64 << 20), 9), compression="gzip")  # 64 KB stored
 raw_chunks(f"{w}/gz-cut/a.h5", zlib.compress(x[32:].tobytes())[:200], compression="gzip")
 shard(f"{w}/lzf/a.h5", x, y)
 with h5py.File(f"{w}/lzf/a.h5", "a") as f:
     del f["features"]; f.create_dataset("features", data=x, chunks=(32, 8), compression="lzf")
+# A chunk index whose 1000 entries claim more bytes than the file holds (as when they all point at one
+# small stream, each then inflated): sizes patched in the index's keys (size, filter mask, offsets).
+import struct
+os.makedirs(f"{w}/gz-shared", exist_ok=True)
+with h5py.File(f"{w}/gz-shared/a.h5", "w") as f:
+    f.create_dataset("features", data=np.zeros((8000, 8), "f4"), chunks=(8, 8), compression="gzip")
+    f.create_dataset("labels", data=np.zeros(8000, np.int32)).attrs["num_classes"] = 3
+with h5py.File(f"{w}/gz-shared/a.h5", "r") as f:
+    d = f["features"]
+    infos = [d.id.get_chunk_info(i) for i in range(d.id.get_num_chunks())]
+raw = bytearray(open(f"{w}/gz-shared/a.h5", "rb").read())
+for info in infos:  # 269 = zlib's compressBound(256): no more than a writer could store for a chunk
+    key = struct.pack("<II", info.size, info.filter_mask) + b"".join(struct.pack("<Q", o) for o in info.chunk_offset)
+    at = raw.find(key + struct.pack("<Q", 0))
+    if at > 0: raw[at:at + 4] = struct.pack("<I", 269)
+open(f"{w}/gz-shared/a.h5", "wb").write(raw)
 # Chunks of 96 MB for 64 rows: every read would inflate all of it.
 os.makedirs(f"{w}/gz-huge-chunks", exist_ok=True)
 with h5py.File(f"{w}/gz-huge-chunks/a.h5", "w") as f:
@@ -149,10 +172,14 @@ expect_input_error gzip-chunk-short 2 "$WORK/gz-short/a.h5: dataset 'features': 
   train --data.train "$WORK/gz-short" --run.dir "$WORK/run-gz-short"
 expect_input_error gzip-chunk-bomb 2 "$WORK/gz-bomb/a.h5: dataset 'features': the chunk at (32, 0) inflates past its 1024 bytes" \
   train --data.train "$WORK/gz-bomb" --run.dir "$WORK/run-gz-bomb"
+expect_input_error gzip-chunk-oversized 2 "$WORK/gz-oversized/a.h5: dataset 'features': the chunk at (32, 0) claims" \
+  train --data.train "$WORK/gz-oversized" --run.dir "$WORK/run-gz-oversized"
 expect_input_error gzip-chunk-cut 2 "$WORK/gz-cut/a.h5: dataset 'features': the chunk at (32, 0) is not a whole deflate stream" \
   train --data.train "$WORK/gz-cut" --run.dir "$WORK/run-gz-cut"
 expect_input_error lzf-filter 2 "$WORK/lzf/a.h5: dataset 'features' is stored through HDF5 filter 32000 (lzf)" \
   train --data.train "$WORK/lzf" --run.dir "$WORK/run-lzf"
+expect_input_error gzip-chunks-share-bytes 2 "$WORK/gz-shared/a.h5: dataset 'features': its chunks claim more stored bytes than the file's" \
+  train --data.train "$WORK/gz-shared" --run.dir "$WORK/run-gz-shared"
 expect_input_error gzip-huge-chunks 2 "$WORK/gz-huge-chunks/a.h5: dataset 'features' is stored in compressed chunks of 3000000 x 8 values (96000000 bytes), above 64 MiB" \
   train --data.train "$WORK/gz-huge-chunks" --run.dir "$WORK/run-gz-huge"
 if [ -f "$WORK/gz-partial-raw/a.h5" ]; then

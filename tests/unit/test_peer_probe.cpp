@@ -108,11 +108,12 @@ TEST_CASE("peer probe: a peer without an address, or one that never answers, is 
   CHECK(me.lost_ranks(0.5) == std::vector<int>{1, 2});
 }
 
-TEST_CASE("peer probe: a hostname that does not resolve gives loopback, which answers", "[dist]") {
+TEST_CASE("peer probe: a hostname that does not resolve gives loopback on one host, which answers", "[dist]") {
   PeerProbe me, peer;
   const std::string nowhere = "mpiddp-no-such-host.invalid";  // .invalid never resolves (RFC 6761)
-  const std::vector<ProbeAddress> table = {me.own_address(nowhere), peer.own_address(nowhere)};
+  const std::vector<ProbeAddress> table = {me.own_address(nowhere, true), peer.own_address(nowhere, true)};
   CHECK(table[1].ipv4 == htonl(INADDR_LOOPBACK));
+  CHECK(peer.own_address(nowhere, false).ipv4 == 0);  // a job across hosts: no address, so no probes
   REQUIRE(table[1].port != 0);
   me.set_table(table, 0);
   CHECK_FALSE(me.loopback_across_hosts());  // one host: the probes stay on

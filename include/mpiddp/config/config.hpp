@@ -142,6 +142,10 @@ struct Config {
 // Parses `path` (may be empty) and the `--section.key value` overrides, validates
 // every value and throws InputError naming the file and key on any problem.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// Throws InputError naming the option when a command-line argument holds a
+// control character (a tab aside): every option is one line of text, except the
+// values of `free_text_option` (generate's --prompt), passed as they are.
+void refuse_control_characters(const std::vector<std::string>& args, const std::string& free_text_option = "");
 // The same for an input file's text (a checkpoint's stored one); `where` names it in messages.
 Config load_config_text(const std::string& text, const std::string& where);
 

@@ -31,7 +31,9 @@ class PeerProbe {
 
   // This rank's entry: its hostname, the first non-loopback IPv4 address the
   // hostname resolves to (loopback if none), and the listening port.
-  ProbeAddress own_address(const std::string& host) const;
+  // `single_host`: every rank of the job is on this host, so a hostname that does
+  // not resolve may be served by loopback.
+  ProbeAddress own_address(const std::string& host, bool single_host = false) const;
   void set_table(std::vector<ProbeAddress> table, int self);
   // Whether the table mixes hosts with loopback addresses (a hostname that resolves
   // to 127.0.1.1): such an address leads to the prober's own host, not the rank's.
