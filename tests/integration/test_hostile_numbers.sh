@@ -145,12 +145,14 @@ expect_input_error budget-conv-padding 2 "model.layers = 'conv2d(8,3,padding=100
   "${base[@]}" --run.dir "$WORK/s8" --model.input_shape 2,2,2 --model.layers "conv2d(8,3,padding=10000) maxpool2d(100) flatten linear"
 expect_input_error budget-trace-steps 2 "trace window 1.13 TiB for train.trace_steps = 1000000000" \
   "${base[@]}" --run.dir "$WORK/s9" --train.trace_steps 1000000000
-# 100,000 layers, from an input file (too long for a command line).
-{ printf '[data]\ntrain = %s\n[model]\nlayers = ' "$WORK/good"; printf 'relu %.0s' $(seq 99999); printf 'linear\n'; } > "$WORK/long.ini"
+# 100,000 layers, from an input file (too long for a command line), 1,000 to a continuation line.
+{ printf '[data]\ntrain = %s\n[model]\nlayers = relu\n' "$WORK/good"; thousand=$(printf 'relu %.0s' $(seq 1000))
+  for _ in $(seq 99); do printf '  %s\n' "$thousand"; done; printf '  %slinear\n' "$(printf 'relu %.0s' $(seq 998))"
+} > "$WORK/long.ini"
 expect_input_error list-100000-layers 2 "model.layers: 100000 layers; at most 10000" train "$WORK/long.ini" --run.dir "$WORK/s10"
 # The cap counts layers at every depth: 300 residual blocks of 40 layers each (12,300 layers) once passed it.
-{ printf '[data]\ntrain = %s\n[model]\nlayers = ' "$WORK/good"
-  for _ in $(seq 300); do printf 'residual(%s) ' "$(printf 'relu %.0s' $(seq 40))"; done; printf 'linear\n'; } > "$WORK/nested.ini"
+{ printf '[data]\ntrain = %s\n[model]\nlayers =\n' "$WORK/good"; block="residual($(printf 'relu %.0s' $(seq 40)))"
+  for _ in $(seq 300); do printf '  %s\n' "$block"; done; printf '  linear\n'; } > "$WORK/nested.ini"
 expect_input_error list-nested-12300-layers 2 \
   "layer 244 (layers.243) 'residual(relu relu" train "$WORK/nested.ini" --run.dir "$WORK/s12"
 grep -q "body layer 37 (body.36) 'relu': more than 10000 layers in all (those inside residual blocks count too)" \
