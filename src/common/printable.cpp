@@ -41,4 +41,15 @@ std::string printable(const std::string& text, std::size_t max_bytes) {
   return out;
 }
 
+std::string first_control_character(const std::string& text) {
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
+    char code[8];
+    std::snprintf(code, sizeof(code), "\\x%02x", c);
+    return code;
+  }
+  return "";
+}
+
 }  // namespace mpiddp

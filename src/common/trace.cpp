@@ -1,6 +1,5 @@
 #include "mpiddp/common/trace.hpp"
 
-#include <cstdio>
 #include <mutex>
 #include <set>
 
@@ -65,10 +64,7 @@ void Tracer::write(const std::string& path, const std::vector<std::pair<std::str
   for (const auto& m : meta) other[m.first] = m.second;
   file["otherData"] = std::move(other);
   // A new file, never written through a link left at its (guessable) name.
-  std::FILE* out = create_fresh_file(path);
-  const std::string text = json_line(file) + "\n";
-  const bool ok = out && std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  if ((out && std::fclose(out) != 0) || !ok) throw RuntimeError("cannot write the trace " + path);
+  write_file_atomically(path, json_line(file) + "\n", /*durable=*/false);
 }
 
 }  // namespace mpiddp

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -515,15 +514,11 @@ void refuse_control_characters(const std::vector<std::string>& args, const std::
     if (!free_text_option.empty() &&
         ((is_value && args[i - 1] == free_text_option) || args[i].rfind(free_text_option + "=", 0) == 0))
       continue;
-    for (unsigned char c : args[i]) {
-      if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
-      char code[8];
-      std::snprintf(code, sizeof(code), "\\x%02x", c);
-      const std::string what =
-          is_value ? "the value of " + printable(args[i - 1]) : "argument '" + printable(args[i]) + "'";
-      throw InputError("command line: " + what + " holds a control character (" + code +
-                       "); a setting is one line of text");
-    }
+    const std::string code = first_control_character(args[i]);
+    if (code.empty()) continue;
+    const std::string what =
+        is_value ? "the value of " + printable(args[i - 1]) : "argument '" + printable(args[i]) + "'";
+    throw InputError("command line: " + what + " holds a control character (" + code + "); a setting is one line of text");
   }
 }
 

@@ -1,8 +1,7 @@
 #include "ini_lines.hpp"
 
-#include <cstdio>
-
 #include "mpiddp/common/error.hpp"
+#include "mpiddp/common/printable.hpp"
 
 namespace mpiddp {
 namespace {
@@ -43,14 +42,9 @@ std::string join_continuation_lines(std::istream& in, const std::string& where) 
     std::string text = without_comment(line);
     // Control characters would go raw into messages, config.ini and paths (an escape sequence to the terminal,
     // a CR hiding what follows it); a tab is a blank. A comment may hold anything but a NUL.
-    for (const char ch : text) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if ((c >= 0x20 && c != 0x7f) || c == '\t') continue;
-      char code[8];
-      std::snprintf(code, sizeof(code), "\\x%02x", c);
+    if (const std::string code = first_control_character(text); !code.empty())
       throw InputError(where + ": line " + std::to_string(number) + " holds a control character (" + code +
                        "); an input file is text");
-    }
     if (only_blanks(text)) {
       flush();  // a blank line ends a value, as in configparser
       continuable = false;

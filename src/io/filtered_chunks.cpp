@@ -3,7 +3,6 @@
 #include <zlib.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "io/hdf5_util.hpp"
@@ -78,7 +77,7 @@ long long inflated_length(const unsigned char* in, std::size_t size, std::size_t
   return rc == Z_STREAM_END ? static_cast<long long>(total) : -1;
 }
 
-// One stored chunk undone step by step, in sizes: the bytes it yields.
+// The chunk grid of a dataset, and what sizes its chunks are checked against.
 struct ChunkGrid {
   std::vector<hsize_t> dims, chunk;
   std::size_t chunk_bytes = 0;
@@ -135,6 +134,7 @@ std::vector<StoredChunk> locate_chunks(hid_t dataset, const Pipeline& p, const C
   }
 }
 
+// One stored chunk undone step by step, in sizes: it must yield its chunk's bytes.
 void check_chunk(hid_t dataset, const Pipeline& p, const ChunkGrid& grid, const StoredChunk& chunk,
                  const std::string& where) {
   const std::string at = where + ": the chunk at " + position_text(chunk.offset);
