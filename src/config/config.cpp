@@ -291,6 +291,10 @@ void describe(Schema& s, Config& c) {
         "gives such layers (with 1 thread per rank) where some rank's CPU lacks "
         "oneDNN's Winograd convolutions; "
         "tune: the faster per Linear and Conv2d, timed at start-up)");
+  s.add("train.blocked_layout", &c.train.blocked_layout,
+        "CPU: keep the activations between oneDNN's convolutions, through BatchNorm2d, activations, residual "
+        "adds and average pooling, in oneDNN's blocked layout nChw16c (channels in multiples of 16) instead of "
+        "changing layout around every convolution; the same bits as false, which keeps NCHW everywhere");
   s.add("train.device", &c.train.device, "{} (auto: a usable GPU, else the CPU)");
   s.add("train.precision", &c.train.precision, "{} matrix products (tf32, bf16: cuda)");
   s.add("train.share_device", &c.train.share_device, "allow more ranks than GPUs per node (dist.backend = mpi)");

@@ -69,12 +69,21 @@ bool BatchNorm::absorb_next(const Layer* next, int taken) {
   return false;
 }
 
+// BatchNorm2d on ops that take the blocked layout: in its input's layout, or with
+// a fused max pooling from NCHW into either (the pooled planes are written one by one).
+LayoutRole BatchNorm::layout_role() const {
+  if (dims_ != 2 || !norm().takes_blocked()) return LayoutRole::nchw_only;
+  return pool_window_ > 0 ? LayoutRole::free_output : LayoutRole::preserving;
+}
+
 NormGeometry BatchNorm::geometry(std::size_t samples) const {
   NormGeometry g;
   g.n = static_cast<int>(samples);
   g.c = static_cast<int>(channels_);
   g.spatial = static_cast<int>(spatial_);
   g.relu_after = relu_after_;
+  g.blocked = pool_window_ == 0 && blocked_in();
+  g.pooled_blocked = pool_window_ > 0 && blocked_out();
   if (pool_window_ > 0) {
     g.pool_after.window = pool_window_;
     g.pool_after.h = static_cast<int>(height_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/layers.hpp"
 #include "ops/conv/onednn_conv.hpp"
 #include "ops/conv/own_winograd.hpp"
@@ -100,7 +101,15 @@ ConvGeometry Conv2d::geometry(std::size_t samples) const {
   g.kh = g.kw = kernel_;
   g.stride = stride_;
   g.padding = padding_;
+  g.blocked_in = blocked_in();
+  g.blocked_out = blocked_out();
   return g;
+}
+
+// oneDNN's convolutions read and write either layout; the others NCHW.
+LayoutRole Conv2d::layout_role() const {
+  const cpu::LibraryScope library(cpu_kernels());
+  return !in_.empty() && conv().takes_blocked(geometry(1)) ? LayoutRole::free : LayoutRole::nchw_only;
 }
 
 // After declare(): the input shape decides.
@@ -189,6 +198,7 @@ PoolGeometry Pool2d::geometry(std::size_t samples) const {
   g.w = static_cast<int>(in_[2]);
   g.kernel = kernel_;
   g.stride = stride_;
+  g.blocked = pool_ == PoolKind::average && blocked_in();
   return g;
 }
 

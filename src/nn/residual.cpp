@@ -4,6 +4,7 @@
 
 #include "mpiddp/common/trace.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "mpiddp/nn/layouts.hpp"
 #include "ops/pointwise/pointwise_ops.hpp"
 
 namespace mpiddp {
@@ -87,6 +88,14 @@ void LayerChain::visit(const std::string& path, const LayerVisitor& visit) {
     visit(name, *layers_[j], shapes_[j]);
     layers_[j]->visit_inner(name, visit);
   }
+}
+
+bool LayerChain::can_run_blocked() const {
+  return plan_chain_layouts(layers_, absorbed_, shapes_, true, true, true).has_value();
+}
+
+void LayerChain::set_layouts(bool in_blocked, bool out_blocked, bool allow) {
+  apply_chain_layouts(layers_, absorbed_, shapes_, in_blocked, out_blocked, allow);
 }
 
 void LayerChain::list_inner(const std::string& name, std::vector<InnerLayer>& out) const {
@@ -198,6 +207,16 @@ void Residual::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix
   if (!dx) return;
   const Matrix& through = shortcut_.empty() ? dy : shortcut_grad_;
   device().ops<PointwiseOps>().add(dx->data(), through.data(), dx->data(), dx->size());
+}
+
+LayoutRole Residual::layout_role() const {
+  return body_.can_run_blocked() && shortcut_.can_run_blocked() ? LayoutRole::preserving : LayoutRole::nchw_only;
+}
+
+void Residual::set_layouts(bool blocked_in, bool blocked_out, bool allow) {
+  Layer::set_layouts(blocked_in, blocked_out, allow);
+  body_.set_layouts(blocked_in, blocked_out, allow);
+  shortcut_.set_layouts(blocked_in, blocked_out, allow);
 }
 
 std::vector<InnerLayer> Residual::inner_layers() const {

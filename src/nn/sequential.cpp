@@ -7,6 +7,7 @@
 #include "mpiddp/common/memory.hpp"
 #include "mpiddp/common/trace.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
+#include "mpiddp/nn/layouts.hpp"
 
 namespace mpiddp {
 
@@ -71,6 +72,24 @@ void Sequential::visit_layers(const LayerVisitor& visit) {
     visit(name, *layers_[i], shapes_[i]);
     layers_[i]->visit_inner(name, visit);
   }
+}
+
+void Sequential::plan_layouts(bool allow) {
+  // Each layer asks its ops what they take under its own kernel choice.
+  apply_chain_layouts(layers_, absorbed_, shapes_, false, false, allow);
+}
+
+std::size_t Sequential::blocked_activations() const {
+  std::size_t count = 0;
+  std::vector<const Layer*> open;
+  for (const auto& layer : layers_) open.push_back(layer.get());
+  while (!open.empty()) {
+    const Layer* layer = open.back();
+    open.pop_back();
+    if (layer->blocked_out() && layer->kind() != "Residual") ++count;
+    for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
+  }
+  return count;
 }
 
 void Sequential::set_cross_rank(CrossRank* collectives) {

@@ -388,6 +388,8 @@ void TrainingSession::restore(const std::string& resume) {
   if (!complete && config.train.cpu_kernels == CpuKernels::tune && (!resumed || resumed->cpu_kernels.empty()))
     tune_kernels();
   state.cpu_kernels = kernel_choices_text(*model, cpu::gemm_library());
+  // After every kernel choice: a convolution keeps the blocked layout only on oneDNN's.
+  model->plan_layouts(config.train.blocked_layout && compute.device->kind() == DeviceKind::cpu);
   if (complete) return;
   // A resumed run stays the run it continues (its checkpoints are the ones it prunes).
   if (root) state.run_id = resumed && !resumed->run_id.empty() ? resumed->run_id : new_run_id();
@@ -475,6 +477,8 @@ void TrainingSession::print_banner() const {
   const std::string own_winograd4 = layers_on(*model, CpuKernels::own_winograd4);
   if (!own_winograd4.empty())
     std::printf("mpiddp's own Winograd convolutions F(4x4, 3x3): %s\n", own_winograd4.c_str());
+  if (const std::size_t blocked = model->blocked_activations())
+    std::printf("oneDNN's blocked layout (nChw16c) kept for %zu layer outputs (train.blocked_layout)\n", blocked);
   if (!tuned.empty()) std::printf("%s", describe_tuning(tuned).c_str());
   else if (config.train.cpu_kernels == CpuKernels::tune && !resumed)
     std::printf("note: train.cpu_kernels = tune has one library to choose from here (%s)\n",

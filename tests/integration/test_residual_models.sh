@@ -76,4 +76,26 @@ s = json.load(open(work + "/plain/summary.json"))
 print(f"torch {loss:.7f} {accuracy:.4f}; mpiddp {s['test_loss']:.7f} {s['test_accuracy']:.4f}")
 assert abs(loss - s["test_loss"]) < 1e-5 * max(1.0, loss) and abs(accuracy - s["test_accuracy"]) < 1e-9
 PY
+# 16 and 32 channels: the activations between the convolutions stay in oneDNN's
+# blocked layout (train.blocked_layout), with the same bits as NCHW, in
+# training, evaluation and SyncBatchNorm; a run resumed across the setting too.
+WIDE=${RESNET//conv2d(4,/conv2d(16,}
+WIDE=${WIDE//conv2d(8,/conv2d(32,}
+wide() {  # wide NAME EPOCHS ARGS...
+  local name=$1 epochs=$2; shift 2
+  train 2 "$name" --model.layers "$WIDE" --model.sync_batchnorm true --train.epochs "$epochs" "$@"
+}
+wide blocked 2
+grep -q "blocked layout (nChw16c) kept for" "$WORK/blocked.log" \
+  && pass "the banner names the layer outputs kept blocked" || fail "no blocked layout in the banner"
+wide nchw 2 --train.blocked_layout false
+grep -q "blocked layout" "$WORK/nchw.log" && fail "train.blocked_layout = false still blocks"
+same_parameters "$(latest_checkpoint "$WORK/blocked")" "$(latest_checkpoint "$WORK/nchw")" \
+  && [ "$(json_field "$WORK/blocked/summary.json" test_loss)" = "$(json_field "$WORK/nchw/summary.json" test_loss)" ] \
+  && pass "blocked layout = NCHW, bit for bit (parameters, running statistics, test loss)" \
+  || fail "the blocked layout changed the results"
+wide switched 1 --train.blocked_layout false
+wide switched 2 --resume auto
+same_parameters "$(latest_checkpoint "$WORK/blocked")" "$(latest_checkpoint "$WORK/switched")" \
+  && pass "a NCHW run resumed with the blocked layout = the straight run" || fail "resume across the layout differs"
 finish

@@ -68,6 +68,7 @@ struct TrainConfig {
   int trace_after = 2;               // warm-up: steps this process runs before the traced ones
   bool eval = true;                  // evaluate data.test after each epoch
   int threads = 0;                   // BLAS threads per rank, 0 = cores / local ranks
+  bool blocked_layout = true;        // CPU: activations between oneDNN's convolutions stay in nChw16c (same bits)
   CpuKernels cpu_kernels = CpuKernels::automatic;  // the CPU's matrix products: oneDNN where built, else OpenBLAS
   DeviceChoice device = DeviceChoice::automatic;  // auto: a usable GPU, else the CPU
   Precision precision = Precision::fp32;  // tf32, bf16: cuda only

@@ -30,6 +30,7 @@ class BatchNorm final : public Layer {
   // A ReLU right after it, where the device's ops fuse it (NormOps::fuses_relu),
   // then a max pooling that tiles its planes (NormOps::fuses_max_pool; BatchNorm2d).
   bool absorb_next(const Layer* next, int taken) override;
+  LayoutRole layout_role() const override;
 
  private:
   NormGeometry geometry(std::size_t samples) const;

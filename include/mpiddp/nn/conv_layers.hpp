@@ -34,6 +34,7 @@ class Conv2d final : public Layer {
   void declare(ParameterStore& params, const std::string& prefix, const Shape& in) override;
   // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C * k * k.
   void initialize(ParameterStore& params, std::uint64_t seed) override;
+  LayoutRole layout_role() const override;
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
@@ -66,6 +67,11 @@ class Pool2d final : public Layer {
   std::string arguments() const override;
   void declare(ParameterStore&, const std::string&, const Shape& in) override { in_ = image_shape(in, "pooling"); }
   int tiling_max_pool_window() const override { return pool_ == PoolKind::max && kernel_ == stride_ ? kernel_ : 0; }
+  // Average pooling keeps its input's layout where the device's ops take both.
+  LayoutRole layout_role() const override {
+    return pool_ == PoolKind::average && pool().takes_blocked_average() ? LayoutRole::preserving
+                                                                         : LayoutRole::nchw_only;
+  }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;

@@ -20,6 +20,14 @@
 
 namespace mpiddp {
 
+// What a layer can do with the layout of its activations (plan_layouts).
+enum class LayoutRole {
+  nchw_only,    // input and output NCHW
+  preserving,   // its output in its input's layout, whichever (element-wise layers)
+  free,         // input and output each in either layout (a oneDNN convolution)
+  free_output,  // input NCHW, output in either (a BatchNorm with a fused max pooling)
+};
+
 // What a forward pass may depend on besides its input.
 struct ForwardContext {
   bool training = true;
@@ -87,6 +95,19 @@ class Layer {
   // The layers it contains, in order (after declare()); none for a plain layer.
   virtual std::vector<InnerLayer> inner_layers() const { return {}; }
   virtual bool is_relu() const { return false; }
+  // How its activations may be laid out (nn/layouts.hpp): NCHW only unless it says
+  // otherwise; plan_layouts() decides, after bind() and the kernel choices, and
+  // tells it with set_layouts(). Blocked = oneDNN's nChw16c, which keeps the
+  // bits of every value: only layout changes (reorders) are saved.
+  virtual LayoutRole layout_role() const { return LayoutRole::nchw_only; }
+  // Whether its input and its output (and their gradients) are blocked; `allow`:
+  // whether the layers inside it (a residual block's) may be.
+  virtual void set_layouts(bool blocked_in, bool blocked_out, bool /*allow*/) {
+    blocked_in_ = blocked_in;
+    blocked_out_ = blocked_out;
+  }
+  bool blocked_in() const { return blocked_in_; }
+  bool blocked_out() const { return blocked_out_; }
   // A max pooling whose windows tile its input (kernel = stride): that window, else 0.
   virtual int tiling_max_pool_window() const { return 0; }
   // Offers the layer after the `taken` ones this layer already took (null: none)
@@ -136,6 +157,7 @@ class Layer {
  private:
   Device* device_ = &cpu_device();
   CpuKernels cpu_kernels_ = CpuKernels::automatic;
+  bool blocked_in_ = false, blocked_out_ = false;
 };
 
 // After bind(): which layers of a chain a layer before them takes over

@@ -52,6 +52,8 @@ class Activation final : public Layer {
   std::string kind() const override;
   std::string arguments() const override { return kind_ == ActivationKind::gelu_tanh ? "approximate='tanh'" : ""; }
   bool is_relu() const override { return kind_ == ActivationKind::relu; }
+  // Element by element: any layout.
+  LayoutRole layout_role() const override { return LayoutRole::preserving; }
   void forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) override;
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;

@@ -31,6 +31,10 @@ class LayerChain {
   void list_inner(const std::string& name, std::vector<InnerLayer>& out) const;
   // Each layer, at any depth, as "<path>.<j>..." with its input shape (after declare()).
   void visit(const std::string& path, const LayerVisitor& visit);
+  // After bind(): whether it can run with its input and output blocked (nn/layouts.hpp).
+  bool can_run_blocked() const;
+  // Plans its layers' layouts for these ends and tells them (nn/layouts.hpp).
+  void set_layouts(bool in_blocked, bool out_blocked, bool allow);
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -66,6 +70,9 @@ class Residual final : public Layer {
   std::vector<std::size_t> parameter_indices() const override;
   std::vector<InnerLayer> inner_layers() const override;
   void visit_inner(const std::string& name, const LayerVisitor& visit) override;
+  // Its output in its input's layout (the sum is element-wise), where both branches can run that way.
+  LayoutRole layout_role() const override;
+  void set_layouts(bool blocked_in, bool blocked_out, bool allow) override;
   const LayerChain& body() const { return body_; }
   const LayerChain& shortcut() const { return shortcut_; }
 

@@ -33,6 +33,12 @@ class Sequential {
   void visit_layers(const LayerVisitor& visit);
   // [i]: whether layer i runs inside layer i - 1's passes (absorb_layers).
   const std::vector<bool>& absorbed() const { return absorbed_; }
+  // Decides which activations are kept in oneDNN's blocked layout (nn/layouts.hpp;
+  // none unless `allow`) and tells the layers. After the kernel choices: a
+  // convolution keeps it only on oneDNN's kernels. The model's input and output stay NCHW.
+  void plan_layouts(bool allow);
+  // Activations (between layers, at any depth) that plan_layouts() blocked.
+  std::size_t blocked_activations() const;
   // Gives layers that need them (SyncBatchNorm) their cross-rank collectives.
   void set_cross_rank(CrossRank* collectives);
 

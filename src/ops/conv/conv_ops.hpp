@@ -17,6 +17,9 @@ struct ConvGeometry {
   int n = 0;                // samples
   int c = 0, h = 0, w = 0;  // input channels, height, width
   int out_c = 0, kh = 0, kw = 0, stride = 1, padding = 0;
+  // x and dx (blocked_in), y and dy (blocked_out) in oneDNN's nChw16c instead of
+  // NCHW (nn/layouts.hpp): only where takes_blocked() said so.
+  bool blocked_in = false, blocked_out = false;
   int out_h() const { return (h + 2 * padding - kh) / stride + 1; }
   int out_w() const { return (w + 2 * padding - kw) / stride + 1; }
 };
@@ -25,6 +28,9 @@ class ConvOps : public OpFamily {
  public:
   // The layer's scratch (im2col buffers, cuDNN descriptors and workspace).
   virtual std::unique_ptr<LayerScratch> make_scratch() = 0;
+  // Whether this geometry's passes can read and write the blocked layout, under
+  // the kernel choice in effect (cpu::LibraryScope): oneDNN's convolutions only.
+  virtual bool takes_blocked(const ConvGeometry& /*g*/) const { return false; }
   virtual void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                             LayerScratch* scratch) = 0;
   // dweight (+)= and dbias (+)= (overwritten unless accumulate).

@@ -63,9 +63,14 @@ class CpuConvOps final : public ConvOps {
  public:
   std::unique_ptr<LayerScratch> make_scratch() override { return std::make_unique<ConvScratch>(); }
 
+  bool takes_blocked(const ConvGeometry& g) const override {
+    return onednn_linked() && onednn_convolutions() && !on_own_kernels(g) && !on_own_winograd(g);
+  }
+
   void conv_forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
                     LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (blocked(g)) return onednn_conv::forward(x, weight, bias, y, g, algorithm(), s.onednn_scratch());
     if (on_own_kernels(g)) return thin_conv::forward(x, weight, bias, y, g, s.thin_scratch());
     if (on_own_winograd(g)) {
       s.forget_inputs();
@@ -95,6 +100,8 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                             bool accumulate, LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (blocked(g))
+      return onednn_conv::backward_params(x, dy, dweight, dbias, g, accumulate, algorithm(), s.onednn_scratch());
     if (on_own_kernels(g)) return thin_conv::backward_params(x, dy, dweight, dbias, g, accumulate, s.thin_scratch());
     if (on_own_winograd(g))
       return own_winograd::backward_params(x, dy, dweight, dbias, g, accumulate, winograd_tile(),
@@ -119,6 +126,7 @@ class CpuConvOps final : public ConvOps {
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);
+    if (blocked(g)) return onednn_conv::backward_input(dy, weight, dx, g, algorithm(), s.onednn_scratch());
     if (on_own_winograd(g)) return own_winograd::backward_input(dy, weight, dx, g, winograd_tile(), s.winograd_scratch());
     if (onednn_convolutions())
       return onednn_conv::backward_input(dy, weight, dx, g, algorithm(), s.onednn_scratch());
@@ -141,6 +149,8 @@ class CpuConvOps final : public ConvOps {
   }
 
  private:
+  // A blocked operand: the layer planned its layouts on oneDNN's kernels (takes_blocked).
+  static bool blocked(const ConvGeometry& g) { return g.blocked_in || g.blocked_out; }
   // The layer's choice is own and the own kernels take this shape (else the library runs it).
   static bool on_own_kernels(const ConvGeometry& g) { return own_kernels() && thin_conv::supports(g); }
   // The layer's choice is own_winograd and the kernels take this shape (else the library runs it).

@@ -28,7 +28,7 @@ memory::desc chosen_by_primitive(const memory::dims& dims) { return plain(dims, 
 // part only when a backward pass first needs it (evaluation never does).
 struct Plan {
   memory::dims src_dims, weight_dims, bias_dims, dst_dims, strides, pad;
-  // The user layouts (NCHW, OIHW) of the same shapes.
+  // The user layouts of the same shapes: OIHW, and NCHW or nChw16c (ConvGeometry::blocked_*).
   memory::desc src_user, dst_user, weights_user, bias_user;
   dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;  // the forward's and the input gradient's
   bool winograd_weight_gradient = false;                             // asked for (Algorithm::winograd_all)
@@ -54,8 +54,8 @@ struct Plan {
         dst_dims{g.n, g.out_c, g.out_h(), g.out_w()},
         strides{g.stride, g.stride},
         pad{g.padding, g.padding},
-        src_user(plain(src_dims, tag::nchw)),
-        dst_user(plain(dst_dims, tag::nchw)),
+        src_user(plain(src_dims, g.blocked_in ? tag::nChw16c : tag::nchw)),
+        dst_user(plain(dst_dims, g.blocked_out ? tag::nChw16c : tag::nchw)),
         weights_user(plain(weight_dims, tag::oihw)),
         bias_user(plain(bias_dims, tag::x)),
         winograd_weight_gradient(wanted == Algorithm::winograd_all),
@@ -149,9 +149,9 @@ struct Plan {
 };
 
 // A layer's geometry and algorithm: train.cpu_kernels = tune times both algorithms on one layer.
-using GeometryKey = std::tuple<int, int, int, int, int, int, int, int, int, Algorithm>;
+using GeometryKey = std::tuple<int, int, int, int, int, int, int, int, int, bool, bool, Algorithm>;
 GeometryKey key_of(const ConvGeometry& g, Algorithm algorithm) {
-  return {g.n, g.c, g.h, g.w, g.out_c, g.kh, g.kw, g.stride, g.padding, algorithm};
+  return {g.n, g.c, g.h, g.w, g.out_c, g.kh, g.kw, g.stride, g.padding, g.blocked_in, g.blocked_out, algorithm};
 }
 
 struct Scratch final : LayerScratch {
@@ -164,12 +164,20 @@ struct Scratch final : LayerScratch {
     if (!p) p = std::make_unique<Plan>(g, algorithm);
     return *p;
   }
-  // Copies user data (layout `from`) at `data` into `to`, in to's layout.
+  // Gives `to` the user data (layout `from`) at `data`: the user's buffer itself
+  // where the layouts agree (a blocked activation), else a copy in to's layout.
   void reorder_in(const memory::desc& from, const float* data, memory& to) {
+    if (from == to.get_desc()) return to.set_data_handle(const_cast<float*>(data));
     memory user(from, engine(), const_cast<float*>(data));
     dnnl::reorder(user, to).execute(stream, user, to);
   }
+  // Where `from` will hold a result for the user buffer `data` (layout `to`):
+  // the primitive writes into the user's buffer where the layouts agree.
+  void aim_out(memory& from, const memory::desc& to, float* data) {
+    if (from.get_desc() == to) from.set_data_handle(data);
+  }
   void reorder_out(memory& from, const memory::desc& to, float* data) {
+    if (from.get_desc() == to) return;  // written in place (aim_out)
     memory user(to, engine(), data);
     dnnl::reorder(from, user).execute(stream, from, user);
   }
@@ -230,6 +238,7 @@ void forward(const float* x, const float* weight, const float* bias, float* y, c
     s.reorder_in(p.src_user, x, p.src);
     s.reorder_in(p.weights_user, weight, p.weights);
     s.reorder_in(p.bias_user, bias, p.bias);
+    s.aim_out(p.dst, p.dst_user, y);
     p.forward.execute(s.stream, {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_BIAS, p.bias},
                                  {DNNL_ARG_DST, p.dst}});
     s.reorder_out(p.dst, p.dst_user, y);
@@ -282,6 +291,7 @@ void backward_input(const float* dy, const float* weight, float* dx, const ConvG
       s.reorder_in(p.dst_user, dy, p.data_diff_dst);
     if (p.weights_of != weight || p.data_weights.get_data_handle() != p.weights.get_data_handle())
       s.reorder_in(p.weights_user, weight, p.data_weights);
+    s.aim_out(p.diff_src, p.src_user, dx);
     p.backward_data.execute(s.stream, {{DNNL_ARG_DIFF_DST, p.data_diff_dst}, {DNNL_ARG_WEIGHTS, p.data_weights},
                                        {DNNL_ARG_DIFF_SRC, p.diff_src}});
     s.reorder_out(p.diff_src, p.src_user, dx);

@@ -11,6 +11,7 @@
 
 #include "norm_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
+#include "cpu_blocked_planes.hpp"
 #include "cpu_plane_sums.hpp"
 #include "device/cpu_max_pool_plane.hpp"
 #include "mpiddp/device/elementwise.hpp"
@@ -60,6 +61,7 @@ class CpuNormOps final : public NormOps {
  public:
   bool fuses_relu() const override { return true; }
   bool fuses_max_pool() const override { return true; }
+  bool takes_blocked() const override { return true; }
 
   // Every pass walks the tensor in memory order (samples, then channels), which
   // the prefetchers follow; a channel's planes are still added in sample order
@@ -70,12 +72,21 @@ class CpuNormOps final : public NormOps {
     // so a large mean costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
     std::vector<float> centre(static_cast<std::size_t>(g.c), 0.0f);
     std::vector<double> first(static_cast<std::size_t>(g.c), 0.0), second(static_cast<std::size_t>(g.c), 0.0);
-    for (int ch = 0; ch < g.c && g.n > 0 && g.spatial > 0; ++ch) centre[ch] = x[offset(0, ch, g)];
+    for (int ch = 0; ch < g.c && g.n > 0 && g.spatial > 0; ++ch)
+      centre[ch] = x[g.blocked ? blocked_offset(0, ch, 0, g.c, g.spatial) : offset(0, ch, g)];
+    float sums[kLayoutBlock], squares[kLayoutBlock];
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ++ch) {
-        float squares = 0.0f;
-        first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], &squares);
-        second[ch] += squares;
+      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
+        if (g.blocked) {
+          block_deviations(x + offset(i, ch, g), g.spatial, &centre[ch], sums, squares);
+          for (std::size_t k = 0; k < kLayoutBlock; ++k) {
+            first[ch + k] += sums[k];
+            second[ch + k] += squares[k];
+          }
+          continue;
+        }
+        first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], squares);
+        second[ch] += squares[0];
       }
     for (int ch = 0; ch < g.c; ++ch) {
       const double mean = count > 0 ? centre[ch] + first[ch] / count : 0.0;
@@ -129,12 +140,22 @@ class CpuNormOps final : public NormOps {
                      float* sums, const NormGeometry& g) override {
     const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
     std::vector<double> sum_dy(static_cast<std::size_t>(g.c), 0.0), sum_dy_xmu(static_cast<std::size_t>(g.c), 0.0);
+    const Blocks blocks(affine, g.blocked);
+    float block_sums[kLayoutBlock], projections[kLayoutBlock];
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ++ch) {
-        float projection = 0.0f;
+      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
+        if (g.blocked) {
+          block_grad_sums(x + offset(i, ch, g), dy + offset(i, ch, g), g.relu_after, blocks.scale(ch),
+                          blocks.shift(ch), g.spatial, saved + ch, block_sums, projections);
+          for (std::size_t k = 0; k < kLayoutBlock; ++k) {
+            sum_dy[ch + k] += block_sums[k];
+            sum_dy_xmu[ch + k] += projections[k];
+          }
+          continue;
+        }
         sum_dy[ch] += plane_grad_sums(x + offset(i, ch, g), plane_grad(dy, i, ch, g), g.relu_after, affine[ch].scale,
-                                      affine[ch].shift, g.spatial, saved[ch], &projection);
-        sum_dy_xmu[ch] += projection;
+                                      affine[ch].shift, g.spatial, saved[ch], projections);
+        sum_dy_xmu[ch] += projections[0];
       }
     for (int ch = 0; ch < g.c; ++ch) {
       sums[ch] = static_cast<float>(sum_dy[ch]);
@@ -160,18 +181,39 @@ class CpuNormOps final : public NormOps {
       mean_dy.push_back(sums[ch] / count);
       projection.push_back(sums[g.c + ch] / count * invstd * invstd);
     }
+    const Blocks blocks(affine, g.blocked);
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ++ch) {
+      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
         const std::size_t at = offset(i, ch, g);
+        if (g.blocked) {
+          block_input_grad(x + at, dy + at, g.relu_after, blocks.shift(ch), dx + at, g.spatial, saved + ch,
+                           &mean_dy[ch], &projection[ch], blocks.scale(ch));
+          continue;
+        }
         plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + at, g.spatial,
                          saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
       }
   }
 
  private:
+  // Where plane (sample, ch) starts; blocked: where ch's block plane starts, ch a multiple of 16.
   static std::size_t offset(int sample, int ch, const NormGeometry& g) {
     return (static_cast<std::size_t>(sample) * g.c + ch) * g.spatial;
   }
+
+  // The channels' scale and shift as arrays, for the blocked loops (empty otherwise).
+  struct Blocks {
+    std::vector<float> scales, shifts;
+    Blocks(const std::vector<ChannelAffine>& affine, bool blocked) {
+      if (!blocked) return;
+      for (const ChannelAffine& a : affine) {
+        scales.push_back(a.scale);
+        shifts.push_back(a.shift);
+      }
+    }
+    const float* scale(int ch) const { return scales.data() + ch; }
+    const float* shift(int ch) const { return shifts.data() + ch; }
+  };
 
   // Each channel's y = x * scale + shift from the saved mean and invstd, as the
   // forward computed it (also backward_input's scale = invstd * weight).
@@ -184,7 +226,16 @@ class CpuNormOps final : public NormOps {
   // Writes the output: normalised, through the fused ReLU and pooling where there are.
   void apply(const float* x, float* y, const std::vector<ChannelAffine>& affine, const NormGeometry& g) {
     const FusedMaxPool& pool = g.pool_after;
+    if (g.blocked) {
+      const Blocks blocks(affine, true);
+      for (int i = 0; i < g.n; ++i)
+        for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock))
+          block_affine(x + offset(i, ch, g), y + offset(i, ch, g), g.spatial, blocks.scale(ch), blocks.shift(ch),
+                       g.relu_after);
+      return;
+    }
     plane_.resize(static_cast<std::size_t>(g.spatial));
+    pooled_.resize(g.pooled_blocked ? static_cast<std::size_t>(pool.out_h()) * pool.out_w() : 0);
     for (int i = 0; i < g.n; ++i)
       for (int ch = 0; ch < g.c; ++ch) {
         const std::size_t at = offset(i, ch, g);
@@ -194,7 +245,12 @@ class CpuNormOps final : public NormOps {
         }
         plane_affine(x + at, plane_.data(), g.spatial, affine[ch].scale, affine[ch].shift, g.relu_after);
         const std::size_t pooled = pooled_offset(i, ch, g);
-        max_pool_plane(plane_.data(), pool_plane(pool), y + pooled, pool.argmax + pooled);
+        if (!g.pooled_blocked) {
+          max_pool_plane(plane_.data(), pool_plane(pool), y + pooled, pool.argmax + pooled);
+          continue;
+        }
+        max_pool_plane(plane_.data(), pool_plane(pool), pooled_.data(), pool.argmax + pooled);
+        for (std::size_t q = 0; q < pooled_.size(); ++q) y[blocked_offset(i, ch, q, g.c, pooled_.size())] = pooled_[q];
       }
   }
 
@@ -205,7 +261,13 @@ class CpuNormOps final : public NormOps {
     if (!pool.window) return dy + offset(sample, ch, g);
     plane_.resize(static_cast<std::size_t>(g.spatial));
     const std::size_t pooled = pooled_offset(sample, ch, g);
-    max_pool_plane_grad(dy + pooled, pool.argmax + pooled, pool_plane(pool), plane_.data());
+    const float* grad = dy + pooled;
+    if (g.pooled_blocked) {  // the pooled plane's gradient, gathered from its block
+      pooled_.resize(static_cast<std::size_t>(pool.out_h()) * pool.out_w());
+      for (std::size_t q = 0; q < pooled_.size(); ++q) pooled_[q] = dy[blocked_offset(sample, ch, q, g.c, pooled_.size())];
+      grad = pooled_.data();
+    }
+    max_pool_plane_grad(grad, pool.argmax + pooled, pool_plane(pool), plane_.data());
     return plane_.data();
   }
 
@@ -214,6 +276,7 @@ class CpuNormOps final : public NormOps {
   }
 
   std::vector<float> plane_;  // one plane of the fused output or its gradient
+  std::vector<float> pooled_;  // one pooled plane, on its way to or from a blocked output
 };
 
 std::unique_ptr<NormOps> make_cpu_norm_ops(Device&) { return std::make_unique<CpuNormOps>(); }

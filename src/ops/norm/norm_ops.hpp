@@ -35,6 +35,10 @@ struct NormGeometry {
   // less than reading the stored output twice more.
   bool relu_after = false;
   FusedMaxPool pool_after;
+  // BatchNorm2d in oneDNN's blocked layout (takes_blocked; c a multiple of 16):
+  // x, y and their gradients (blocked), or with a fused pooling its pooled output
+  // and that gradient (pooled_blocked; x and dx stay NCHW).
+  bool blocked = false, pooled_blocked = false;
 };
 
 class NormOps : public OpFamily {
@@ -43,6 +47,8 @@ class NormOps : public OpFamily {
   virtual bool fuses_relu() const { return false; }
   // Whether these ops take NormGeometry::pool_after (after a fused ReLU).
   virtual bool fuses_max_pool() const { return false; }
+  // Whether these ops take NormGeometry::blocked and pooled_blocked.
+  virtual bool takes_blocked() const { return false; }
   // moments[3][c]: count, mean, M2 of this batch.
   virtual void batch_moments(const float* x, float* moments, const NormGeometry& g) = 0;
   // all[ranks][3][c] -> moments[3][c], combined in rank order (Chan et al.).

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "device/cpu_max_pool_plane.hpp"
+#include "mpiddp/device/blocked_layout.hpp"
 #include "pool_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "mpiddp/device/elementwise.hpp"
@@ -25,40 +26,70 @@ class CpuPoolOps final : public PoolOps {
       max_pool_plane_grad(dy + plane * p.outs(), argmax + plane * p.outs(), p, dx + plane * p.size());
   }
 
+  bool takes_blocked_average() const override { return true; }
+
+  // Each output is the sum of its window in row order, then scaled: the same
+  // float operations in either layout.
   void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) override {
     const int oh = g.out_h(), ow = g.out_w();
     const float inv = 1.0f / static_cast<float>(g.kernel * g.kernel);
-    for (std::size_t plane = 0; plane < planes(g); ++plane) {
-      const float* in = x + plane * g.h * g.w;
-      float* out = y + plane * oh * ow;
-      for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox) {
-          float sum = 0.0f;
-          for (int ky = 0; ky < g.kernel; ++ky)
-            for (int kx = 0; kx < g.kernel; ++kx) sum += in[(oy * g.stride + ky) * g.w + ox * g.stride + kx];
-          out[oy * ow + ox] = sum * inv;
-        }
-    }
+    const Strides in = strides(g, g.h, g.w), out = strides(g, oh, ow);
+    for (int n = 0; n < g.n; ++n)
+      for (int ch = 0; ch < g.c; ++ch) {
+        const float* plane = x + in.plane(n, ch);
+        float* to = y + out.plane(n, ch);
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            float sum = 0.0f;
+            for (int ky = 0; ky < g.kernel; ++ky)
+              for (int kx = 0; kx < g.kernel; ++kx)
+                sum += plane[in.at(oy * g.stride + ky, ox * g.stride + kx, g.w)];
+            to[out.at(oy, ox, ow)] = sum * inv;
+          }
+      }
   }
 
   void avg_pool_backward(const float* dy, float* dx, const PoolGeometry& g) override {
     const int oh = g.out_h(), ow = g.out_w();
     const float inv = 1.0f / static_cast<float>(g.kernel * g.kernel);
     std::fill(dx, dx + planes(g) * g.h * g.w, 0.0f);
-    for (std::size_t plane = 0; plane < planes(g); ++plane) {
-      const float* grad = dy + plane * oh * ow;
-      float* out = dx + plane * g.h * g.w;
-      for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox) {
-          const float share = grad[oy * ow + ox] * inv;
-          for (int ky = 0; ky < g.kernel; ++ky)
-            for (int kx = 0; kx < g.kernel; ++kx) out[(oy * g.stride + ky) * g.w + ox * g.stride + kx] += share;
-        }
-    }
+    const Strides in = strides(g, g.h, g.w), out = strides(g, oh, ow);
+    for (int n = 0; n < g.n; ++n)
+      for (int ch = 0; ch < g.c; ++ch) {
+        const float* grad = dy + out.plane(n, ch);
+        float* plane = dx + in.plane(n, ch);
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            const float share = grad[out.at(oy, ox, ow)] * inv;
+            for (int ky = 0; ky < g.kernel; ++ky)
+              for (int kx = 0; kx < g.kernel; ++kx)
+                plane[in.at(oy * g.stride + ky, ox * g.stride + kx, g.w)] += share;
+          }
+      }
   }
 
  private:
   static std::size_t planes(const PoolGeometry& g) { return static_cast<std::size_t>(g.n) * g.c; }
+
+  // Where plane (n, ch) of an h x w tensor starts, and the step between its
+  // positions: 1 in NCHW; 16 in nChw16c, whose planes interleave in blocks of 16 channels.
+  struct Strides {
+    std::size_t block_plane, step;  // values per (sample, channel block) plane group; per position
+    int c;
+    std::size_t plane(int n, int ch) const {
+      if (step == 1) return (static_cast<std::size_t>(n) * c + ch) * block_plane;
+      const std::size_t blocks = static_cast<std::size_t>(c) / kLayoutBlock;
+      return (static_cast<std::size_t>(n) * blocks + ch / kLayoutBlock) * block_plane + ch % kLayoutBlock;
+    }
+    std::size_t at(int row, int col, int width) const {
+      return (static_cast<std::size_t>(row) * width + col) * step;
+    }
+  };
+  static Strides strides(const PoolGeometry& g, int h, int w) {
+    const std::size_t positions = static_cast<std::size_t>(h) * w;
+    if (!g.blocked) return {positions, 1, g.c};
+    return {positions * kLayoutBlock, kLayoutBlock, g.c};
+  }
 };
 
 std::unique_ptr<PoolOps> make_cpu_pool_ops(Device&) { return std::make_unique<CpuPoolOps>(); }

@@ -11,6 +11,9 @@ namespace mpiddp {
 struct PoolGeometry {
   int n = 0, c = 0, h = 0, w = 0;  // input
   int kernel = 2, stride = 2;
+  // Average pooling only (takes_blocked_average): x, y and their gradients in
+  // oneDNN's nChw16c (nn/layouts.hpp) instead of NCHW.
+  bool blocked = false;
   int out_h() const { return (h - kernel) / stride + 1; }
   int out_w() const { return (w - kernel) / stride + 1; }
 };
@@ -20,6 +23,8 @@ class PoolOps : public OpFamily {
   // argmax[n, c, oh, ow]: the position (row * w + col) of the maximum in its plane.
   virtual void max_pool_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g) = 0;
   virtual void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g) = 0;
+  // Whether average pooling takes PoolGeometry::blocked.
+  virtual bool takes_blocked_average() const { return false; }
   virtual void avg_pool_forward(const float* x, float* y, const PoolGeometry& g) = 0;
   virtual void avg_pool_backward(const float* dy, float* dx, const PoolGeometry& g) = 0;
 };

@@ -1,0 +1,41 @@
+#pragma once
+// Which activations of a chain of layers are kept in oneDNN's blocked layout
+// (nChw16c: channels in blocks of 16, the 16 of a position side by side) instead
+// of NCHW. oneDNN's convolutions run in that layout; a chain that keeps it between
+// them (through BatchNorm, ReLU, residual adds and average pooling) saves the
+// layout changes around every convolution. Every value keeps its bits: the
+// layers' sums run in the same order in either layout.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "mpiddp/device/blocked_layout.hpp"
+#include "mpiddp/nn/layer.hpp"
+
+namespace mpiddp {
+
+// Whether a sample of this shape may be blocked: an image whose channels fill
+// whole blocks, with more than one position (with one, both layouts are the same bytes).
+bool blockable_shape(const Shape& shape);
+// Whether both layouts of it are the same bytes (one position, whole blocks).
+bool layout_neutral_shape(const Shape& shape);
+
+// The layouts of a chain's tensors: shapes[j] is layer j's input, shapes.back()
+// the chain's output; absorbed[j]: layer j runs inside the one before it. The
+// chain's input and output layouts are given (`in_blocked`, `out_blocked`); every
+// other tensor is blocked where the layers around it allow (Layer::layout_role)
+// and `allow` is set. [j] for each tensor (false for a tensor inside an absorbed
+// layer's span, or one whose layouts are the same bytes); nullopt when the given
+// ends cannot be met.
+std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                    const std::vector<bool>& absorbed,
+                                                    const std::vector<Shape>& shapes, bool in_blocked,
+                                                    bool out_blocked, bool allow);
+
+// Plans the chain and tells each layer its layouts (Layer::set_layouts); an
+// absorbed layer gets NCHW (it runs inside the one before). Throws
+// std::logic_error if the ends cannot be met (a caller asks only where they can).
+void apply_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<bool>& absorbed,
+                         const std::vector<Shape>& shapes, bool in_blocked, bool out_blocked, bool allow);
+
+}  // namespace mpiddp

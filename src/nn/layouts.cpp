@@ -1,0 +1,96 @@
+#include "mpiddp/nn/layouts.hpp"
+
+#include <numeric>
+#include <stdexcept>
+
+namespace mpiddp {
+namespace {
+
+bool whole_blocks(const Shape& shape) { return shape.size() == 3 && shape[0] > 0 && shape[0] % kLayoutBlock == 0; }
+
+// Tensors tied to one layout (through layout-preserving layers), as a union-find.
+struct Groups {
+  std::vector<std::size_t> parent;
+  explicit Groups(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), std::size_t{0}); }
+  std::size_t find(std::size_t t) {
+    while (parent[t] != t) t = parent[t] = parent[parent[t]];
+    return t;
+  }
+  void unite(std::size_t a, std::size_t b) { parent[find(a)] = find(b); }
+};
+
+}  // namespace
+
+bool blockable_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] > 1; }
+bool layout_neutral_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] == 1; }
+
+std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                    const std::vector<bool>& absorbed,
+                                                    const std::vector<Shape>& shapes, bool in_blocked,
+                                                    bool out_blocked, bool allow) {
+  const std::size_t count = shapes.size();  // layers.size() + 1
+  // Each layer that runs (not absorbed) reads tensor `from` and writes tensor `to`,
+  // past the layers it absorbed.
+  struct Span {
+    const Layer* layer;
+    std::size_t from, to;
+  };
+  std::vector<Span> spans;
+  for (std::size_t j = 0; j < layers.size(); ++j) {
+    if (absorbed[j]) {
+      if (!spans.empty()) spans.back().to = j + 1;
+      continue;
+    }
+    spans.push_back({layers[j].get(), j, j + 1});
+  }
+  std::vector<bool> neutral(count), real(count, false);
+  for (std::size_t t = 0; t < count; ++t) neutral[t] = layout_neutral_shape(shapes[t]);
+  real[0] = real[count - 1] = true;
+  for (const Span& s : spans) real[s.from] = real[s.to] = true;
+
+  Groups groups(count);
+  for (const Span& s : spans)
+    if (s.layer->layout_role() == LayoutRole::preserving && !neutral[s.from] && !neutral[s.to])
+      groups.unite(s.from, s.to);
+  std::vector<bool> forbid(count, false), must(count, false);
+  const auto forbid_tensor = [&](std::size_t t) {
+    if (!neutral[t]) forbid[groups.find(t)] = true;
+  };
+  for (const Span& s : spans) {
+    const LayoutRole role = s.layer->layout_role();
+    if (role == LayoutRole::nchw_only || role == LayoutRole::free_output) forbid_tensor(s.from);
+    if (role == LayoutRole::nchw_only) forbid_tensor(s.to);
+  }
+  for (std::size_t t = 0; t < count; ++t)
+    if (real[t] && (!allow || !blockable_shape(shapes[t]))) forbid_tensor(t);
+  for (const auto& [t, blocked] : {std::pair{std::size_t{0}, in_blocked}, std::pair{count - 1, out_blocked}}) {
+    if (neutral[t]) continue;
+    if (blocked) must[groups.find(t)] = true;
+    else forbid[groups.find(t)] = true;
+  }
+  std::vector<bool> layout(count, false);
+  for (std::size_t t = 0; t < count; ++t) {
+    if (!real[t] || neutral[t]) continue;
+    const std::size_t g = groups.find(t);
+    if (must[g] && forbid[g]) return std::nullopt;
+    layout[t] = !forbid[g];
+  }
+  return layout;
+}
+
+void apply_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<bool>& absorbed,
+                         const std::vector<Shape>& shapes, bool in_blocked, bool out_blocked, bool allow) {
+  const auto layout = plan_chain_layouts(layers, absorbed, shapes, in_blocked, out_blocked, allow);
+  if (!layout) throw std::logic_error("a chain of layers cannot keep the layouts asked of its ends");
+  for (std::size_t j = 0; j < layers.size(); ++j) {
+    if (absorbed[j]) {
+      layers[j]->set_layouts(false, false, allow);
+      continue;
+    }
+    std::size_t to = j + 1;
+    while (to < layers.size() && absorbed[to]) ++to;
+    layers[j]->set_layouts((*layout)[j], (*layout)[to], allow);
+  }
+}
+
+}  // namespace mpiddp

@@ -1,0 +1,126 @@
+// train.blocked_layout: which activations plan_layouts() keeps in oneDNN's
+// blocked layout, and that a model gives the same bits either way: outputs
+// (training and evaluation), input and parameter gradients, running statistics.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+
+#include "mpiddp/device/cpu_gemm.hpp"
+#include "mpiddp/nn/layouts.hpp"
+#include "mpiddp/nn/model_builder.hpp"
+#include "layer_test_util.hpp"
+
+using namespace mpiddp;
+
+namespace {
+
+struct Results {
+  std::vector<float> train_y, dx, grads, buffers, eval_y;
+};
+
+std::vector<float> values(const float* data, std::size_t count) { return {data, data + count}; }
+
+// A training step's forward and backward, then an evaluation forward, of a fresh
+// model (the same initial weights for the same seed) with its layouts planned.
+Results run(const std::string& layers, const Shape& input, bool blocked, std::size_t samples, std::size_t* planned) {
+  ModelConfig config;
+  config.layers = layers;
+  auto model = build_model(config, input, 3, 11);
+  test::randomize_parameters(*model, 5);
+  model->plan_layouts(blocked);
+  *planned = model->blocked_activations();
+  const Matrix x = test::random_matrix(samples, element_count(input), 21);
+  Results r;
+  ForwardContext training;
+  const Matrix& y = model->forward(x, training);
+  r.train_y = values(y.data(), y.size());
+  const Matrix dy = test::random_matrix(y.rows(), y.cols(), 22);
+  Matrix dx;
+  model->backward(dy, false, nullptr, &dx);
+  r.dx = values(dx.data(), dx.size());
+  ParameterStore& p = model->parameters();
+  r.grads = values(p.grads(), p.total());
+  r.buffers = values(p.host_buffers(), p.buffer_total());
+  ForwardContext evaluation;
+  evaluation.training = false;
+  const Matrix& e = model->forward(x, evaluation);
+  r.eval_y = values(e.data(), e.size());
+  return r;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a model gives the same bits with its activations blocked as in NCHW", "[nn][layout]") {
+  if (!cpu::onednn_linked()) SUCCEED("built without oneDNN: nothing is blocked");
+  // Planes of 36 and 9 positions (not whole eights: the sums' tails), a stem
+  // whose BatchNorm pools into the blocked layout, a projection shortcut, a
+  // non-global and a global average pooling, SyncBatchNorm's ops, GELU.
+  const std::string resnet =
+      "conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2) "
+      "residual(conv2d(16,3,padding=1) batchnorm2d relu conv2d(16,3,padding=1) batchnorm2d) relu "
+      "residual(conv2d(32,3,stride=2,padding=1) batchnorm2d relu conv2d(32,3,padding=1) batchnorm2d ; "
+      "conv2d(32,1,stride=2) batchnorm2d) relu avgpool2d(3) flatten linear";
+  const std::string pooled =
+      "conv2d(32,3,padding=1) batchnorm2d gelu avgpool2d(2) conv2d(16,1) batchnorm2d relu conv2d(16,3) "
+      "residual(batchnorm2d relu) flatten linear";
+  struct Case {
+    std::string layers;
+    Shape input;
+    std::size_t samples;
+  };
+  for (const Case& c : {Case{resnet, {1, 12, 12}, 5}, Case{resnet, {3, 13, 13}, 2}, Case{pooled, {2, 10, 10}, 3}}) {
+    INFO(c.layers << " on " << shape_text(c.input) << " x " << c.samples);
+    std::size_t blocked = 0, nchw = 0;
+    const Results a = run(c.layers, c.input, true, c.samples, &blocked);
+    const Results b = run(c.layers, c.input, false, c.samples, &nchw);
+    CHECK(nchw == 0);
+    if (cpu::onednn_linked()) CHECK(blocked > 0);
+    CHECK(same_bits(a.train_y, b.train_y));
+    CHECK(same_bits(a.dx, b.dx));
+    CHECK(same_bits(a.grads, b.grads));
+    CHECK(same_bits(a.buffers, b.buffers));
+    CHECK(same_bits(a.eval_y, b.eval_y));
+  }
+}
+
+TEST_CASE("plan_layouts blocks what lies between layers that take the blocked layout", "[nn][layout]") {
+  if (!cpu::onednn_linked()) return;  // no layer takes it
+  const auto planned = [](const std::string& layers, const Shape& input, bool allow) {
+    ModelConfig config;
+    config.layers = layers;
+    auto model = build_model(config, input, 3, 1);
+    model->plan_layouts(allow);
+    return model;
+  };
+  // The stem's BatchNorm (with its ReLU and pooling) writes the blocked layout for
+  // the residual blocks; everything up to the global pooling keeps it.
+  auto resnet = planned(
+      "conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2) residual(conv2d(16,3,padding=1) batchnorm2d) relu "
+      "avgpool2d(4) flatten linear",
+      {1, 8, 8}, true);
+  const auto& layers = resnet->layers();
+  CHECK_FALSE(layers[0]->blocked_in());
+  CHECK_FALSE(layers[0]->blocked_out());  // the fused pooling reads NCHW
+  CHECK(layers[1]->blocked_out());
+  CHECK(layers[4]->blocked_in());
+  CHECK(layers[4]->blocked_out());
+  CHECK(layers[6]->blocked_in());  // the global pooling's output is the same bytes either way
+  CHECK(resnet->blocked_activations() == 4);  // stem, body conv and BatchNorm, the ReLU after the block
+  CHECK(planned("conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2) residual(conv2d(16,3,padding=1) batchnorm2d) "
+                "flatten linear",
+                {1, 8, 8}, false)
+            ->blocked_activations() == 0);
+  // Dropout's masks follow the element order: NCHW around it. Channels that are
+  // not whole blocks of 16: NCHW.
+  CHECK(planned("conv2d(16,3) relu dropout(0.1) conv2d(16,3) flatten linear", {1, 8, 8}, true)
+            ->blocked_activations() == 0);
+  CHECK(planned("conv2d(24,3) batchnorm2d relu conv2d(24,3) flatten linear", {1, 8, 8}, true)
+            ->blocked_activations() == 0);
+  CHECK(planned("conv2d(16,3) batchnorm2d relu conv2d(16,3) flatten linear", {1, 8, 8}, true)
+            ->blocked_activations() == 2);  // conv -> BatchNorm (its ReLU fused) -> conv
+}
