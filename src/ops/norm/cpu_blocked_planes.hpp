@@ -8,6 +8,7 @@
 // gives every sum, and every value, the same bits; here the 16 channels of a
 // position form one vector instead of eight positions of a channel.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "mpiddp/common/simd.hpp"
@@ -85,26 +86,90 @@ MPIDDP_VECTOR_CLONES inline void block_grad_sums(const float* x, const float* dy
   std::memcpy(projections, &proj, sizeof(proj));
 }
 
-// y = x * scale[c] + shift[c], through a fused ReLU when asked.
+// y = x * scale[c] + shift[c], through a fused ReLU when asked (ew::relu: 0 where
+// y <= 0, NaN kept).
 MPIDDP_VECTOR_CLONES inline void block_affine(const float* __restrict x, float* __restrict y, std::size_t positions,
                                               const float* scale, const float* shift, bool relu) {
-  for (std::size_t p = 0; p < positions; ++p, x += kLayoutBlock, y += kLayoutBlock)
-    for (std::size_t c = 0; c < kLayoutBlock; ++c) {
-      const float v = x[c] * scale[c] + shift[c];
-      y[c] = relu ? ew::relu(v) : v;
-    }
+  Lanes16 a, b;
+  std::memcpy(&a, scale, sizeof(a));
+  std::memcpy(&b, shift, sizeof(b));
+  for (std::size_t p = 0; p < positions; ++p) {
+    Lanes16 v;
+    std::memcpy(&v, x + p * kLayoutBlock, sizeof(v));
+    v = v * a + b;
+    if (relu) v = v <= 0.0f ? Lanes16{} : v;
+    std::memcpy(y + p * kLayoutBlock, &v, sizeof(v));
+  }
 }
 
-// dx (ew::bn_input_grad per channel), dy first through a fused ReLU's gradient when relu.
+// dx = (d - mean_dy[c] - (x - mean[c]) * projection[c]) * scale[c] (ew::bn_input_grad),
+// d = dy, or with relu dy through a fused ReLU's gradient (ew::relu_grad of x * scale + shift).
 MPIDDP_VECTOR_CLONES inline void block_input_grad(const float* __restrict x, const float* __restrict dy, bool relu,
                                                   const float* shift, float* __restrict dx, std::size_t positions,
                                                   const float* mean, const float* mean_dy, const float* projection,
                                                   const float* scale) {
-  for (std::size_t p = 0; p < positions; ++p, x += kLayoutBlock, dy += kLayoutBlock, dx += kLayoutBlock)
-    for (std::size_t c = 0; c < kLayoutBlock; ++c) {
-      const float d = relu ? ew::relu_grad(x[c] * scale[c] + shift[c], 0.0f, dy[c]) : dy[c];
-      dx[c] = ew::bn_input_grad(x[c], d, mean[c], mean_dy[c], projection[c], scale[c]);
+  Lanes16 a, b, m, md, pr;
+  std::memcpy(&a, scale, sizeof(a));
+  std::memcpy(&b, shift, sizeof(b));
+  std::memcpy(&m, mean, sizeof(m));
+  std::memcpy(&md, mean_dy, sizeof(md));
+  std::memcpy(&pr, projection, sizeof(pr));
+  for (std::size_t p = 0; p < positions; ++p) {
+    Lanes16 v, d;
+    std::memcpy(&v, x + p * kLayoutBlock, sizeof(v));
+    std::memcpy(&d, dy + p * kLayoutBlock, sizeof(d));
+    if (relu) d = v * a + b <= 0.0f ? Lanes16{} : d;
+    const Lanes16 g = (d - md - (v - m) * pr) * a;
+    std::memcpy(dx + p * kLayoutBlock, &g, sizeof(g));
+  }
+}
+
+typedef std::int32_t IntLanes16 __attribute__((vector_size(kLayoutBlock * sizeof(std::int32_t))));
+
+// Transposes 16 x 16 floats in place, rows[i][j] <-> rows[j][i]: at each level s
+// (8, 4, 2, 1) rows i and i + s trade their off-diagonal s x s blocks, one
+// two-vector shuffle per row (vpermt2ps with AVX-512).
+__attribute__((always_inline)) inline void transpose16(Lanes16* rows) {
+  for (int s = 8; s >= 1; s /= 2) {
+    IntLanes16 low, high;  // from the pair (rows[i], rows[i + s]): lanes 0-15 and 16-31
+    for (int c = 0; c < 16; ++c) {
+      low[c] = (c & s) == 0 ? c : 16 + c - s;
+      high[c] = (c & s) == 0 ? c + s : 16 + c;
     }
+    for (int i = 0; i < 16; ++i) {
+      if (i & s) continue;
+      const Lanes16 a = rows[i], b = rows[i + s];
+      rows[i] = __builtin_shuffle(a, b, low);
+      rows[i + s] = __builtin_shuffle(a, b, high);
+    }
+  }
+}
+
+// The 16 planes of a block, one after another ([16][positions]), into the block's
+// blocked form ([positions][16]), and back: 16 x 16 tiles through transpose16.
+MPIDDP_VECTOR_CLONES inline void planes_to_block(const float* __restrict planes, std::size_t positions,
+                                                 float* __restrict block) {
+  const std::size_t whole = positions - positions % 16;
+  for (std::size_t p0 = 0; p0 < whole; p0 += 16) {
+    Lanes16 rows[16];
+    for (std::size_t c = 0; c < 16; ++c) std::memcpy(&rows[c], planes + c * positions + p0, sizeof(Lanes16));
+    transpose16(rows);
+    for (std::size_t k = 0; k < 16; ++k) std::memcpy(block + (p0 + k) * kLayoutBlock, &rows[k], sizeof(Lanes16));
+  }
+  for (std::size_t p = whole; p < positions; ++p)
+    for (std::size_t c = 0; c < kLayoutBlock; ++c) block[p * kLayoutBlock + c] = planes[c * positions + p];
+}
+MPIDDP_VECTOR_CLONES inline void block_to_planes(const float* __restrict block, std::size_t positions,
+                                                 float* __restrict planes) {
+  const std::size_t whole = positions - positions % 16;
+  for (std::size_t p0 = 0; p0 < whole; p0 += 16) {
+    Lanes16 rows[16];
+    for (std::size_t k = 0; k < 16; ++k) std::memcpy(&rows[k], block + (p0 + k) * kLayoutBlock, sizeof(Lanes16));
+    transpose16(rows);
+    for (std::size_t c = 0; c < 16; ++c) std::memcpy(planes + c * positions + p0, &rows[c], sizeof(Lanes16));
+  }
+  for (std::size_t c = 0; c < kLayoutBlock; ++c)
+    for (std::size_t p = whole; p < positions; ++p) planes[c * positions + p] = block[p * kLayoutBlock + c];
 }
 
 }  // namespace mpiddp::cpu

@@ -235,7 +235,8 @@ class CpuNormOps final : public NormOps {
       return;
     }
     plane_.resize(static_cast<std::size_t>(g.spatial));
-    pooled_.resize(g.pooled_blocked ? static_cast<std::size_t>(pool.out_h()) * pool.out_w() : 0);
+    const std::size_t outs = pool.window ? static_cast<std::size_t>(pool.out_h()) * pool.out_w() : 0;
+    pooled_.resize(g.pooled_blocked ? kLayoutBlock * outs : 0);
     for (int i = 0; i < g.n; ++i)
       for (int ch = 0; ch < g.c; ++ch) {
         const std::size_t at = offset(i, ch, g);
@@ -249,23 +250,29 @@ class CpuNormOps final : public NormOps {
           max_pool_plane(plane_.data(), pool_plane(pool), y + pooled, pool.argmax + pooled);
           continue;
         }
-        max_pool_plane(plane_.data(), pool_plane(pool), pooled_.data(), pool.argmax + pooled);
-        for (std::size_t q = 0; q < pooled_.size(); ++q) y[blocked_offset(i, ch, q, g.c, pooled_.size())] = pooled_[q];
+        // A block's 16 pooled planes, then the block in the blocked layout.
+        const std::size_t k = static_cast<std::size_t>(ch) % kLayoutBlock;
+        max_pool_plane(plane_.data(), pool_plane(pool), pooled_.data() + k * outs, pool.argmax + pooled);
+        if (k + 1 == kLayoutBlock) planes_to_block(pooled_.data(), outs, y + pooled_offset(i, ch - k, g));
       }
   }
 
   // dy of plane (sample, ch) as the normalisation's output gradient: dy's own
   // plane, or with a fused pooling its gradient spread back into the scratch plane.
+  // Asked for a sample's channels in order (a blocked pooled output is unpacked a
+  // block at a time).
   const float* plane_grad(const float* dy, int sample, int ch, const NormGeometry& g) {
     const FusedMaxPool& pool = g.pool_after;
     if (!pool.window) return dy + offset(sample, ch, g);
     plane_.resize(static_cast<std::size_t>(g.spatial));
     const std::size_t pooled = pooled_offset(sample, ch, g);
     const float* grad = dy + pooled;
-    if (g.pooled_blocked) {  // the pooled plane's gradient, gathered from its block
-      pooled_.resize(static_cast<std::size_t>(pool.out_h()) * pool.out_w());
-      for (std::size_t q = 0; q < pooled_.size(); ++q) pooled_[q] = dy[blocked_offset(sample, ch, q, g.c, pooled_.size())];
-      grad = pooled_.data();
+    if (g.pooled_blocked) {  // the block's pooled planes, unpacked when its first channel comes
+      const std::size_t outs = static_cast<std::size_t>(pool.out_h()) * pool.out_w();
+      const std::size_t k = static_cast<std::size_t>(ch) % kLayoutBlock;
+      pooled_.resize(kLayoutBlock * outs);
+      if (k == 0) block_to_planes(dy + pooled, outs, pooled_.data());
+      grad = pooled_.data() + k * outs;
     }
     max_pool_plane_grad(grad, pool.argmax + pooled, pool_plane(pool), plane_.data());
     return plane_.data();
@@ -276,7 +283,8 @@ class CpuNormOps final : public NormOps {
   }
 
   std::vector<float> plane_;  // one plane of the fused output or its gradient
-  std::vector<float> pooled_;  // one pooled plane, on its way to or from a blocked output
+  // A block's 16 pooled planes, on their way to or from a blocked output (pooled_blocked).
+  std::vector<float> pooled_;
 };
 
 std::unique_ptr<NormOps> make_cpu_norm_ops(Device&) { return std::make_unique<CpuNormOps>(); }
