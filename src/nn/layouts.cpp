@@ -53,6 +53,20 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
     if (s.layer->layout_role() == LayoutRole::preserving && !neutral[s.from] && !neutral[s.to])
       groups.unite(s.from, s.to);
   std::vector<bool> forbid(count, false), must(count, false);
+  // What blocking a group would save: a layout change at each end of a free
+  // layer (a convolution) and of a residual block whose branches run blocked;
+  // less the changes a free_output layer makes into it (a fused pooling's planes
+  // written blocked cost about what a convolution's reorder does).
+  std::vector<int> gain(count, 0);
+  const auto add_gain = [&](std::size_t t, int amount) {
+    if (!neutral[t]) gain[groups.find(t)] += amount;
+  };
+  for (const Span& s : spans) {
+    const LayoutRole role = s.layer->layout_role();
+    const int ends = role == LayoutRole::free || (role == LayoutRole::preserving && s.layer->blocked_inside());
+    add_gain(s.from, ends);
+    add_gain(s.to, role == LayoutRole::free_output ? -1 : ends);
+  }
   const auto forbid_tensor = [&](std::size_t t) {
     if (!neutral[t]) forbid[groups.find(t)] = true;
   };
@@ -73,7 +87,7 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
     if (!real[t] || neutral[t]) continue;
     const std::size_t g = groups.find(t);
     if (must[g] && forbid[g]) return std::nullopt;
-    layout[t] = !forbid[g];
+    layout[t] = must[g] || (!forbid[g] && gain[g] > 0);
   }
   return layout;
 }

@@ -123,4 +123,10 @@ TEST_CASE("plan_layouts blocks what lies between layers that take the blocked la
             ->blocked_activations() == 0);
   CHECK(planned("conv2d(16,3) batchnorm2d relu conv2d(16,3) flatten linear", {1, 8, 8}, true)
             ->blocked_activations() == 2);  // conv -> BatchNorm (its ReLU fused) -> conv
+  // Where it saves no layout change: a fused pooling would write blocked planes
+  // (a change) for one convolution to read them (one saved).
+  CHECK(planned("conv2d(16,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(32,3,padding=1) batchnorm2d relu "
+                "maxpool2d(2) flatten linear",
+                {1, 8, 8}, true)
+            ->blocked_activations() == 0);
 }

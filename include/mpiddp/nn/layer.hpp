@@ -100,6 +100,9 @@ class Layer {
   // tells it with set_layouts(). Blocked = oneDNN's nChw16c, which keeps the
   // bits of every value: only layout changes (reorders) are saved.
   virtual LayoutRole layout_role() const { return LayoutRole::nchw_only; }
+  // Whether layers inside it run in the layout it is given (a residual block's
+  // branches), so a blocked input or output spares them a layout change.
+  virtual bool blocked_inside() const { return false; }
   // Whether its input and its output (and their gradients) are blocked; `allow`:
   // whether the layers inside it (a residual block's) may be.
   virtual void set_layouts(bool blocked_in, bool blocked_out, bool /*allow*/) {

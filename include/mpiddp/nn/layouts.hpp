@@ -23,8 +23,10 @@ bool layout_neutral_shape(const Shape& shape);
 // The layouts of a chain's tensors: shapes[j] is layer j's input, shapes.back()
 // the chain's output; absorbed[j]: layer j runs inside the one before it. The
 // chain's input and output layouts are given (`in_blocked`, `out_blocked`); every
-// other tensor is blocked where the layers around it allow (Layer::layout_role)
-// and `allow` is set. [j] for each tensor (false for a tensor inside an absorbed
+// other tensor is blocked where the layers around it allow (Layer::layout_role),
+// `allow` is set, and it saves layout changes: tensors tied by layout-preserving
+// layers are blocked together when more convolution (or residual block) ends
+// touch them than layers that would write them blocked from NCHW (a fused pooling). [j] for each tensor (false for a tensor inside an absorbed
 // layer's span, or one whose layouts are the same bytes); nullopt when the given
 // ends cannot be met.
 std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers,

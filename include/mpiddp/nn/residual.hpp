@@ -72,6 +72,7 @@ class Residual final : public Layer {
   void visit_inner(const std::string& name, const LayerVisitor& visit) override;
   // Its output in its input's layout (the sum is element-wise), where both branches can run that way.
   LayoutRole layout_role() const override;
+  bool blocked_inside() const override { return true; }
   void set_layouts(bool blocked_in, bool blocked_out, bool allow) override;
   const LayerChain& body() const { return body_; }
   const LayerChain& shortcut() const { return shortcut_; }
