@@ -72,29 +72,43 @@ std::string CheckpointDirectory::save(const ParameterStore& params, Optimizer& o
   return path;
 }
 
-void CheckpointDirectory::remove_stale_temporaries() const {
+namespace {
+
+// Calls `visit` with each entry of `dir`; an entry that cannot be read (or a
+// directory that is gone) ends the walk instead of throwing.
+template <class Visit>
+void each_entry(const std::string& dir, Visit&& visit) {
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) visit(*it);
+}
+
+}  // namespace
+
+void CheckpointDirectory::remove_stale_temporaries() const {
+  each_entry(dir_, [](const std::filesystem::directory_entry& entry) {
     // Only the writer's own temporaries (ckpt-step-N.h5.tmp, latest.tmp): other files are not ours to delete.
     const std::string name = entry.path().filename().string();
-    const bool checkpoint_temp = name.rfind("ckpt-step-", 0) == 0 && name.size() > 7 &&
-                                 name.substr(name.size() - 7) == ".h5.tmp";
-    if (checkpoint_temp || name == "latest.tmp") std::filesystem::remove(entry.path(), ec);
-  }
+    std::error_code ec;
+    if (checkpoint_file_name(name, true) || name == "latest.tmp") std::filesystem::remove(entry.path(), ec);
+  });
 }
 
 std::vector<std::string> CheckpointDirectory::complete_checkpoints() const {
   std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
+  each_entry(dir_, [&](const std::filesystem::directory_entry& entry) {
     // A symbolic link named like one is no checkpoint of this directory (it may lead anywhere).
-    if (name.rfind("ckpt-step-", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".h5" &&
-        !entry.is_symlink(ec))
+    std::error_code ec;
+    if (checkpoint_file_name(entry.path().filename().string(), false) && !entry.is_symlink(ec))
       found.push_back(entry.path().string());
-  }
+  });
   std::sort(found.rbegin(), found.rend());  // zero-padded step numbers: newest first
   return found;
+}
+
+bool checkpoint_file_name(const std::string& name, bool temporary) {
+  const std::string ending = temporary ? ".h5.tmp" : ".h5";
+  return name.rfind("ckpt-step-", 0) == 0 && name.size() > ending.size() &&
+         name.compare(name.size() - ending.size(), ending.size(), ending) == 0;
 }
 
 }  // namespace mpiddp

@@ -295,6 +295,13 @@ for name in summary.json.tmp checkpoints/latest.tmp .lock; do
   expect_input_error "directory-at$tag" 2 "run.dir $WORK/dir$tag: $name is a directory, where mpiddp writes a file" \
     "${T[@]}" --run.dir "$WORK/dir$tag" --resume auto
 done
+# A future checkpoint's names, as directories (one not empty, which removing stale temporaries cannot take).
+for name in ckpt-step-000000999.h5.tmp ckpt-step-000000999.h5; do
+  mkdir -p "$WORK/future-$name/checkpoints/$name/inside" && touch "$WORK/future-$name/config.ini"
+  expect_input_error "directory-at-$name" 2 \
+    "run.dir $WORK/future-$name: checkpoints/$name is a directory, where mpiddp writes a checkpoint" \
+    "${T[@]}" --run.dir "$WORK/future-$name" --resume auto
+done
 mkdir -p "$WORK/linked"; ln -s "$WORK/links/checkpoints" "$WORK/linked/checkpoints"
 before=$(ls "$WORK/links/checkpoints" | tr '\n' ' ')
 expect_input_error linked-checkpoints 2 "run.dir $WORK/linked: checkpoints is a symbolic link" "${T[@]}" --run.dir "$WORK/linked"

@@ -102,6 +102,10 @@ void read_initial_weights(const std::string& path, ParameterStore& params, const
 // mpiddp checkpoint or has none.
 std::string checkpoint_run_id(const std::string& path);
 
+// Whether `name` is a checkpoint's file name (ckpt-step-N.h5) or, `temporary`,
+// the name it is written under before it is published (ckpt-step-N.h5.tmp).
+bool checkpoint_file_name(const std::string& name, bool temporary);
+
 // The checkpoints of one run directory: `ckpt-step-000001234.h5` files, a
 // `latest` pointer, pruning to the newest K plus permanent epoch keepers. Only
 // files of the saving run (same run id) are ever counted, replaced or deleted; a
