@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mpiddp/common/random.hpp"
 #include "mpiddp/device/cpu_gemm.hpp"
 #include "mpiddp/nn/layouts.hpp"
 #include "mpiddp/nn/model_builder.hpp"
@@ -129,4 +130,74 @@ TEST_CASE("plan_layouts blocks what lies between layers that take the blocked la
                 "maxpool2d(2) flatten linear",
                 {1, 8, 8}, true)
             ->blocked_activations() == 0);
+}
+
+namespace {
+
+// A random image model from `seed`: convolutions of 16, 24 or 32 channels (some
+// strided, some 1 x 1), BatchNorm, activations, poolings, Dropout and residual
+// blocks, in any order the shapes allow, then flatten and a linear layer.
+std::string random_model(std::uint64_t seed, std::size_t* channels_in) {
+  CounterRng rng(seed);
+  std::uint64_t draw = 0;
+  const auto pick = [&](int n) { return static_cast<int>(rng.uniform(draw++) * static_cast<float>(n)) % n; };
+  const std::size_t starts[] = {1, 3, 16};
+  *channels_in = starts[pick(3)];
+  std::size_t channels = *channels_in, size = 10;
+  std::string layers;
+  const int count = 3 + pick(6);
+  for (int i = 0; i < count; ++i) {
+    const std::string width = std::to_string(16 + 8 * pick(3));
+    switch (pick(9)) {
+      case 0: layers += "conv2d(" + width + ",3,padding=1) "; channels = std::stoul(width); break;
+      case 1: layers += "conv2d(" + width + ",1) "; channels = std::stoul(width); break;
+      case 2:
+        if (size < 4) continue;
+        layers += "conv2d(" + width + ",3,stride=2,padding=1) ";
+        channels = std::stoul(width);
+        size = (size + 1) / 2;
+        break;
+      case 3: layers += "batchnorm2d "; break;
+      case 4: layers += pick(2) ? "relu " : "gelu "; break;
+      case 5:
+        if (size < 4) continue;
+        layers += pick(2) ? "avgpool2d(2) " : "maxpool2d(2) ";
+        size /= 2;
+        break;
+      case 6: layers += "dropout(0.2) "; break;
+      case 7:
+        layers += "residual(conv2d(" + std::to_string(channels) + ",3,padding=1) batchnorm2d relu) ";
+        break;
+      default:
+        layers += "residual(conv2d(" + width + ",3,padding=1) batchnorm2d ; conv2d(" + width + ",1) batchnorm2d) relu ";
+        channels = std::stoul(width);
+        break;
+    }
+  }
+  return layers + "flatten linear";
+}
+
+}  // namespace
+
+TEST_CASE("random models give the same bits in either layout", "[nn][layout]") {
+  const std::uint64_t first = 1000;
+  std::size_t with_blocked = 0;  // models that blocked something: the test must exercise the blocked loops
+  for (std::uint64_t seed = first; seed < first + 80; ++seed) {
+    std::size_t channels = 1;
+    const std::string layers = random_model(seed, &channels);
+    INFO("seed " << seed << ": " << layers << " on " << channels << "x10x10");
+    std::size_t blocked = 0, nchw = 0;
+    const Results a = run(layers, {channels, 10, 10}, true, 3, &blocked);
+    const Results b = run(layers, {channels, 10, 10}, false, 3, &nchw);
+    CHECK(nchw == 0);
+    with_blocked += blocked > 0;
+    CHECK(same_bits(a.train_y, b.train_y));
+    CHECK(same_bits(a.dx, b.dx));
+    CHECK(same_bits(a.grads, b.grads));
+    CHECK(same_bits(a.buffers, b.buffers));
+    CHECK(same_bits(a.eval_y, b.eval_y));
+  }
+  std::printf("random layouts: %zu of 80 models blocked some activations (seeds %llu-%llu)\n", with_blocked,
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(first + 79));
+  if (cpu::onednn_linked()) CHECK(with_blocked >= 15);
 }
