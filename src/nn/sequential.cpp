@@ -80,16 +80,8 @@ void Sequential::plan_layouts(bool allow) {
 }
 
 std::size_t Sequential::blocked_activations() const {
-  std::size_t count = 0;
-  std::vector<const Layer*> open;
-  for (const auto& layer : layers_) open.push_back(layer.get());
-  while (!open.empty()) {
-    const Layer* layer = open.back();
-    open.pop_back();
-    if (layer->blocked_out() && layer->kind() != "Residual") ++count;
-    for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
-  }
-  return count;
+  // A residual block's output is its inner layers' (counted there).
+  return count_nested_layers(layers_, [](const Layer& layer) { return layer.blocked_out() && layer.kind() != "Residual"; });
 }
 
 void Sequential::set_cross_rank(CrossRank* collectives) {
@@ -156,17 +148,22 @@ void describe_layer(const Layer& layer, const std::string& name, const Shape& ou
 
 }  // namespace
 
-std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers) {
+std::size_t count_nested_layers(const std::vector<std::unique_ptr<Layer>>& layers,
+                                const std::function<bool(const Layer&)>& counts) {
   std::size_t count = 0;
   std::vector<const Layer*> open;
   for (const auto& layer : layers) open.push_back(layer.get());
   while (!open.empty()) {
     const Layer* layer = open.back();
     open.pop_back();
-    ++count;
+    count += counts(*layer);
     for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
   }
   return count;
+}
+
+std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers) {
+  return count_nested_layers(layers, [](const Layer&) { return true; });
 }
 
 double Sequential::training_flops_per_sample() const {
