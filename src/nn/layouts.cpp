@@ -1,5 +1,6 @@
 #include "mpiddp/nn/layouts.hpp"
 
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
 
@@ -21,6 +22,13 @@ struct Groups {
 
 }  // namespace
 
+namespace {
+std::uint64_t planning_pass = 0;
+}  // namespace
+
+std::uint64_t begin_layout_planning() { return ++planning_pass; }
+std::uint64_t layout_planning_pass() { return planning_pass; }
+
 bool blockable_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] > 1; }
 bool layout_neutral_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] == 1; }
 
@@ -34,6 +42,7 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
   struct Span {
     const Layer* layer;
     std::size_t from, to;
+    LayoutRole role;  // asked once: a residual block's plans its branches
   };
   std::vector<Span> spans;
   for (std::size_t j = 0; j < layers.size(); ++j) {
@@ -41,7 +50,7 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
       if (!spans.empty()) spans.back().to = j + 1;
       continue;
     }
-    spans.push_back({layers[j].get(), j, j + 1});
+    spans.push_back({layers[j].get(), j, j + 1, layers[j]->layout_role()});
   }
   std::vector<bool> neutral(count), real(count, false);
   for (std::size_t t = 0; t < count; ++t) neutral[t] = layout_neutral_shape(shapes[t]);
@@ -50,7 +59,7 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
 
   Groups groups(count);
   for (const Span& s : spans)
-    if (s.layer->layout_role() == LayoutRole::preserving && !neutral[s.from] && !neutral[s.to])
+    if (s.role == LayoutRole::preserving && !neutral[s.from] && !neutral[s.to])
       groups.unite(s.from, s.to);
   std::vector<bool> forbid(count, false), must(count, false);
   // What blocking a group would save: a layout change at each end of a free
@@ -62,18 +71,16 @@ std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::uniqu
     if (!neutral[t]) gain[groups.find(t)] += amount;
   };
   for (const Span& s : spans) {
-    const LayoutRole role = s.layer->layout_role();
-    const int ends = role == LayoutRole::free || (role == LayoutRole::preserving && s.layer->blocked_inside());
+    const int ends = s.role == LayoutRole::free || (s.role == LayoutRole::preserving && s.layer->blocked_inside());
     add_gain(s.from, ends);
-    add_gain(s.to, role == LayoutRole::free_output ? -1 : ends);
+    add_gain(s.to, s.role == LayoutRole::free_output ? -1 : ends);
   }
   const auto forbid_tensor = [&](std::size_t t) {
     if (!neutral[t]) forbid[groups.find(t)] = true;
   };
   for (const Span& s : spans) {
-    const LayoutRole role = s.layer->layout_role();
-    if (role == LayoutRole::nchw_only || role == LayoutRole::free_output) forbid_tensor(s.from);
-    if (role == LayoutRole::nchw_only) forbid_tensor(s.to);
+    if (s.role == LayoutRole::nchw_only || s.role == LayoutRole::free_output) forbid_tensor(s.from);
+    if (s.role == LayoutRole::nchw_only) forbid_tensor(s.to);
   }
   for (std::size_t t = 0; t < count; ++t)
     if (real[t] && (!allow || !blockable_shape(shapes[t]))) forbid_tensor(t);

@@ -210,7 +210,11 @@ void Residual::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix
 }
 
 LayoutRole Residual::layout_role() const {
-  return body_.can_run_blocked() && shortcut_.can_run_blocked() ? LayoutRole::preserving : LayoutRole::nchw_only;
+  if (role_pass_ != layout_planning_pass()) {
+    role_ = body_.can_run_blocked() && shortcut_.can_run_blocked() ? LayoutRole::preserving : LayoutRole::nchw_only;
+    role_pass_ = layout_planning_pass();
+  }
+  return role_;
 }
 
 void Residual::set_layouts(bool blocked_in, bool blocked_out, bool allow) {

@@ -76,6 +76,7 @@ void Sequential::visit_layers(const LayerVisitor& visit) {
 
 void Sequential::plan_layouts(bool allow) {
   // Each layer asks its ops what they take under its own kernel choice.
+  begin_layout_planning();
   apply_chain_layouts(layers_, absorbed_, shapes_, false, false, allow);
 }
 

@@ -36,6 +36,17 @@ assert peak[2] in rows and abs(rows[peak[2]] - best) < 0.051 and abs(float(peak[
     (peak.groups(), rows)
 PY
 
+# ---- oneDNN's convolutions on a CPU without AVX2 (its gemm-based kernels) ----
+# There oneDNN keeps the weight gradient in OIHW, mpiddp's own layout, in a buffer
+# of its own: it must still reach the layer (it once stayed there, all zero).
+if ldd "$MPIDDP" | grep -q libdnnl; then
+  ONEDNN_MAX_CPU_ISA=AVX "$MPIDDP" bench conv --kernels onednn --seconds 0.05 --batch 4 > "$WORK/conv-avx.out" 2>&1 \
+    || fail "bench conv under ONEDNN_MAX_CPU_ISA=AVX exited $?"
+  [ "$(grep -c 'wrong 0 of [1-9]' "$WORK/conv-avx.out")" = 3 ] \
+    && pass "oneDNN's gemm convolutions: forward, weight and input gradients match the reference (wrong 0)" \
+    || fail "oneDNN's gemm convolutions: $(grep -o 'wrong [0-9]* of [0-9]*' "$WORK/conv-avx.out" | paste -sd' ')"
+fi
+
 # ---- the matrix-product library: chosen, named, or refused ----
 gemm() { "$MPIDDP" bench gemm --seconds 0.02 --hidden 32 --kernels "$1" 2>&1 | tail -1; }
 [[ "$(gemm openblas)" == *" openblas: "*" GFLOP/s"* ]] && pass "bench gemm --kernels openblas runs OpenBLAS" \

@@ -201,3 +201,17 @@ TEST_CASE("random models give the same bits in either layout", "[nn][layout]") {
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(first + 79));
   if (cpu::onednn_linked()) CHECK(with_blocked >= 15);
 }
+
+TEST_CASE("planning the layouts of deeply nested residual blocks takes one pass per block", "[nn][layout]") {
+  // Each block's role plans its branches; asked afresh at every level, 30 levels
+  // took 3^30 plans (a start-up that never ended). The parser allows 32 parentheses.
+  std::string inner = "relu";
+  for (int depth = 0; depth < 30; ++depth) inner = "residual(" + inner + ")";
+  ModelConfig config;
+  config.layers = "conv2d(16,3,padding=1) " + inner + " conv2d(16,3,padding=1) flatten linear";
+  auto model = build_model(config, Shape{1, 6, 6}, 3, 1);
+  model->plan_layouts(true);
+  if (cpu::onednn_linked()) CHECK(model->blocked_activations() == 2);  // the first conv's and the ReLU's
+  model->plan_layouts(false);
+  CHECK(model->blocked_activations() == 0);
+}

@@ -5,6 +5,7 @@
 // them (through BatchNorm, ReLU, residual adds and average pooling) saves the
 // layout changes around every convolution. Every value keeps its bits: the
 // layers' sums run in the same order in either layout.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -13,6 +14,12 @@
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp {
+
+// A planning pass (Sequential::plan_layouts) starts: what a layer asks of the
+// layers inside it (Residual::layout_role plans its branches) is asked once per
+// pass, not once per question, which nesting would multiply.
+std::uint64_t begin_layout_planning();
+std::uint64_t layout_planning_pass();
 
 // Whether a sample of this shape may be blocked: an image whose channels fill
 // whole blocks, with more than one position (with one, both layouts are the same bytes).

@@ -4,6 +4,7 @@
 // convolution and BatchNorm). f and g are layer lists of their own; their
 // parameters are named as PyTorch names a module with `body` and `shortcut`
 // Sequentials: layers.<i>.body.<j>.weight, layers.<i>.shortcut.<j>.weight.
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -82,6 +83,9 @@ class Residual final : public Layer {
   std::vector<const Layer*> inner() const;
 
   LayerChain body_, shortcut_;  // an empty shortcut: the identity
+  // layout_role(), worked out once per planning pass (nn/layouts.hpp).
+  mutable LayoutRole role_ = LayoutRole::nchw_only;
+  mutable std::uint64_t role_pass_ = ~std::uint64_t{0};  // none yet
   Matrix shortcut_grad_{nullptr};
 };
 

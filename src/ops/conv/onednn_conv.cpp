@@ -176,8 +176,11 @@ struct Scratch final : LayerScratch {
   void aim_out(memory& from, const memory::desc& to, float* data) {
     if (from.get_desc() == to) from.set_data_handle(data);
   }
+  // Copies `from` into the user buffer `data` (layout `to`), unless the primitive
+  // wrote there itself (aim_out). A result in the user's layout but in oneDNN's
+  // own buffer (a weight gradient in OIHW) is still copied.
   void reorder_out(memory& from, const memory::desc& to, float* data) {
-    if (from.get_desc() == to) return;  // written in place (aim_out)
+    if (from.get_data_handle() == data) return;
     memory user(to, engine(), data);
     dnnl::reorder(from, user).execute(stream, from, user);
   }
