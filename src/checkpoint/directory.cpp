@@ -105,6 +105,18 @@ std::vector<std::string> CheckpointDirectory::complete_checkpoints() const {
   return found;
 }
 
+std::string directory_at_checkpoint_name(const std::string& dir) {
+  std::string found;
+  each_entry(dir, [&](const std::filesystem::directory_entry& entry) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ec;
+    if (found.empty() && (checkpoint_file_name(name, true) || checkpoint_file_name(name, false)) &&
+        std::filesystem::is_directory(entry.symlink_status(ec)))
+      found = name;
+  });
+  return found;
+}
+
 bool checkpoint_file_name(const std::string& name, bool temporary) {
   const std::string ending = temporary ? ".h5.tmp" : ".h5";
   return name.rfind("ckpt-step-", 0) == 0 && name.size() > ending.size() &&

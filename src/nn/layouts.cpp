@@ -8,6 +8,11 @@ namespace mpiddp {
 namespace {
 
 bool whole_blocks(const Shape& shape) { return shape.size() == 3 && shape[0] > 0 && shape[0] % kLayoutBlock == 0; }
+// Whether a sample of this shape may be blocked: an image whose channels fill
+// whole blocks, with more than one position; with one, both layouts are the same
+// bytes (layout_neutral_shape) and the tensor constrains nothing.
+bool blockable_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] > 1; }
+bool layout_neutral_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] == 1; }
 
 // Tensors tied to one layout (through layout-preserving layers), as a union-find.
 struct Groups {
@@ -20,17 +25,12 @@ struct Groups {
   void unite(std::size_t a, std::size_t b) { parent[find(a)] = find(b); }
 };
 
-}  // namespace
-
-namespace {
 std::uint64_t planning_pass = 0;
+
 }  // namespace
 
 std::uint64_t begin_layout_planning() { return ++planning_pass; }
 std::uint64_t layout_planning_pass() { return planning_pass; }
-
-bool blockable_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] > 1; }
-bool layout_neutral_shape(const Shape& shape) { return whole_blocks(shape) && shape[1] * shape[2] == 1; }
 
 std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers,
                                                     const std::vector<bool>& absorbed,

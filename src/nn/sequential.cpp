@@ -82,7 +82,7 @@ void Sequential::plan_layouts(bool allow) {
 
 std::size_t Sequential::blocked_activations() const {
   // A residual block's output is its inner layers' (counted there).
-  return count_nested_layers(layers_, [](const Layer& layer) { return layer.blocked_out() && layer.kind() != "Residual"; });
+  return count_nested_layers(layers_, [](const Layer& layer) { return layer.blocked_out() && !layer.blocked_inside(); });
 }
 
 void Sequential::set_cross_rank(CrossRank* collectives) {

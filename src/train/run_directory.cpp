@@ -80,14 +80,9 @@ void check_run_dir_files(const std::string& dir, const std::string& resume, bool
   }
   // A checkpoint is written as ckpt-step-N.h5.tmp and renamed: a directory under
   // either name would end the job at that step's checkpoint.
-  std::error_code ec;
-  for (fs::directory_iterator it(checkpoints, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if ((checkpoint_file_name(name, true) || checkpoint_file_name(name, false)) &&
-        fs::is_directory(it->symlink_status(ec)))
-      throw InputError("run.dir " + dir + ": checkpoints/" + printable(name) +
-                       " is a directory, where mpiddp writes a checkpoint; remove it");
-  }
+  if (const std::string name = directory_at_checkpoint_name(checkpoints); !name.empty())
+    throw InputError("run.dir " + dir + ": checkpoints/" + printable(name) +
+                     " is a directory, where mpiddp writes a checkpoint; remove it");
   const std::vector<std::string> outputs = outputs_in(dir);
   if (outputs.empty()) return;
   std::string list;

@@ -105,6 +105,9 @@ std::string checkpoint_run_id(const std::string& path);
 // Whether `name` is a checkpoint's file name (ckpt-step-N.h5) or, `temporary`,
 // the name it is written under before it is published (ckpt-step-N.h5.tmp).
 bool checkpoint_file_name(const std::string& name, bool temporary);
+// The name of an entry of the checkpoint directory `dir` that is a directory under
+// a checkpoint's name (or its temporary's), where a checkpoint would be written; "" if none.
+std::string directory_at_checkpoint_name(const std::string& dir);
 
 // The checkpoints of one run directory: `ckpt-step-000001234.h5` files, a
 // `latest` pointer, pruning to the newest K plus permanent epoch keepers. Only

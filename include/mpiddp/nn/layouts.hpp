@@ -21,21 +21,16 @@ namespace mpiddp {
 std::uint64_t begin_layout_planning();
 std::uint64_t layout_planning_pass();
 
-// Whether a sample of this shape may be blocked: an image whose channels fill
-// whole blocks, with more than one position (with one, both layouts are the same bytes).
-bool blockable_shape(const Shape& shape);
-// Whether both layouts of it are the same bytes (one position, whole blocks).
-bool layout_neutral_shape(const Shape& shape);
-
 // The layouts of a chain's tensors: shapes[j] is layer j's input, shapes.back()
 // the chain's output; absorbed[j]: layer j runs inside the one before it. The
 // chain's input and output layouts are given (`in_blocked`, `out_blocked`); every
 // other tensor is blocked where the layers around it allow (Layer::layout_role),
-// `allow` is set, and it saves layout changes: tensors tied by layout-preserving
-// layers are blocked together when more convolution (or residual block) ends
-// touch them than layers that would write them blocked from NCHW (a fused pooling). [j] for each tensor (false for a tensor inside an absorbed
-// layer's span, or one whose layouts are the same bytes); nullopt when the given
-// ends cannot be met.
+// `allow` is set, its channels fill whole blocks, and it saves layout changes:
+// tensors tied by layout-preserving layers are blocked together when more
+// convolution (or residual block) ends touch them than layers that would write
+// them blocked from NCHW (a fused pooling). Returns [j] for each tensor (false for
+// a tensor inside an absorbed layer's span, or one with a single position, whose
+// layouts are the same bytes); nullopt when the given ends cannot be met.
 std::optional<std::vector<bool>> plan_chain_layouts(const std::vector<std::unique_ptr<Layer>>& layers,
                                                     const std::vector<bool>& absorbed,
                                                     const std::vector<Shape>& shapes, bool in_blocked,

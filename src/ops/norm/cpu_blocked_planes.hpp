@@ -49,25 +49,28 @@ MPIDDP_VECTOR_CLONES inline void block_deviations(const float* x, std::size_t po
   std::memcpy(squares, &sq, sizeof(sq));
 }
 
+// x and d at position p of a block plane: d = dy, or with relu dy through a fused
+// ReLU whose output was x * a + b (ew::relu_grad: 0 where it is <= 0).
+__attribute__((always_inline)) inline void block_grad_at(const float* x, const float* dy, std::size_t p, bool relu,
+                                                        const Lanes16& a, const Lanes16& b, Lanes16* v, Lanes16* d) {
+  std::memcpy(d, dy + p * kLayoutBlock, sizeof(*d));
+  std::memcpy(v, x + p * kLayoutBlock, sizeof(*v));
+  if (relu) *d = *v * a + b <= 0.0f ? Lanes16{} : *d;
+}
+
 // Per channel: sums[c] = sum(d), projections[c] = sum(d * (x - centre[c])), d = dy
 // or, with relu, dy through a fused ReLU whose output was x * scale[c] + shift[c].
 MPIDDP_VECTOR_CLONES inline void block_grad_sums(const float* x, const float* dy, bool relu, const float* scale,
                                                  const float* shift, std::size_t positions, const float* centre,
                                                  float* sums, float* projections) {
-  Lanes16 s[8] = {}, pr[8] = {}, mid, a, b;
+  Lanes16 s[8] = {}, pr[8] = {}, mid, a, b, v, d;
   std::memcpy(&mid, centre, sizeof(mid));
   std::memcpy(&a, scale, sizeof(a));
   std::memcpy(&b, shift, sizeof(b));
-  // d and x at position p: d through the fused ReLU's gradient where there is one.
-#define MPIDDP_BLOCK_GRAD(p)                                                  \
-  Lanes16 v, d;                                                               \
-  std::memcpy(&d, dy + (p) * kLayoutBlock, sizeof(d));                        \
-  std::memcpy(&v, x + (p) * kLayoutBlock, sizeof(v));                         \
-  if (relu) d = v * a + b <= 0.0f ? Lanes16{} : d
   const std::size_t whole = positions - positions % 8;
   for (std::size_t p = 0; p < whole; p += 8)
     for (std::size_t j = 0; j < 8; ++j) {
-      MPIDDP_BLOCK_GRAD(p + j);
+      block_grad_at(x, dy, p + j, relu, a, b, &v, &d);
       s[j] += d;
       pr[j] += d * (v - mid);
     }
@@ -77,11 +80,10 @@ MPIDDP_VECTOR_CLONES inline void block_grad_sums(const float* x, const float* dy
     proj += pr[j];
   }
   for (std::size_t p = whole; p < positions; ++p) {
-    MPIDDP_BLOCK_GRAD(p);
+    block_grad_at(x, dy, p, relu, a, b, &v, &d);
     sum += d;
     proj += d * (v - mid);
   }
-#undef MPIDDP_BLOCK_GRAD
   std::memcpy(sums, &sum, sizeof(sum));
   std::memcpy(projections, &proj, sizeof(proj));
 }

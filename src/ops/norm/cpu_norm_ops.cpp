@@ -74,19 +74,22 @@ class CpuNormOps final : public NormOps {
     std::vector<double> first(static_cast<std::size_t>(g.c), 0.0), second(static_cast<std::size_t>(g.c), 0.0);
     for (int ch = 0; ch < g.c && g.n > 0 && g.spatial > 0; ++ch)
       centre[ch] = x[g.blocked ? blocked_offset(0, ch, 0, g.c, g.spatial) : offset(0, ch, g)];
-    float sums[kLayoutBlock], squares[kLayoutBlock];
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
-        if (g.blocked) {
+      if (g.blocked) {  // a block's 16 channels at once, each summed as its own plane would be
+        float sums[kLayoutBlock], squares[kLayoutBlock];
+        for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock)) {
           block_deviations(x + offset(i, ch, g), g.spatial, &centre[ch], sums, squares);
           for (std::size_t k = 0; k < kLayoutBlock; ++k) {
             first[ch + k] += sums[k];
             second[ch + k] += squares[k];
           }
-          continue;
         }
-        first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], squares);
-        second[ch] += squares[0];
+      } else {
+        for (int ch = 0; ch < g.c; ++ch) {
+          float squares = 0.0f;
+          first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], &squares);
+          second[ch] += squares;
+        }
       }
     for (int ch = 0; ch < g.c; ++ch) {
       const double mean = count > 0 ? centre[ch] + first[ch] / count : 0.0;
@@ -141,21 +144,24 @@ class CpuNormOps final : public NormOps {
     const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
     std::vector<double> sum_dy(static_cast<std::size_t>(g.c), 0.0), sum_dy_xmu(static_cast<std::size_t>(g.c), 0.0);
     const Blocks blocks(affine, g.blocked);
-    float block_sums[kLayoutBlock], projections[kLayoutBlock];
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
-        if (g.blocked) {
+      if (g.blocked) {
+        float block_sums[kLayoutBlock], projections[kLayoutBlock];
+        for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock)) {
           block_grad_sums(x + offset(i, ch, g), dy + offset(i, ch, g), g.relu_after, blocks.scale(ch),
                           blocks.shift(ch), g.spatial, saved + ch, block_sums, projections);
           for (std::size_t k = 0; k < kLayoutBlock; ++k) {
             sum_dy[ch + k] += block_sums[k];
             sum_dy_xmu[ch + k] += projections[k];
           }
-          continue;
         }
-        sum_dy[ch] += plane_grad_sums(x + offset(i, ch, g), plane_grad(dy, i, ch, g), g.relu_after, affine[ch].scale,
-                                      affine[ch].shift, g.spatial, saved[ch], projections);
-        sum_dy_xmu[ch] += projections[0];
+      } else {
+        for (int ch = 0; ch < g.c; ++ch) {
+          float projection = 0.0f;
+          sum_dy[ch] += plane_grad_sums(x + offset(i, ch, g), plane_grad(dy, i, ch, g), g.relu_after,
+                                        affine[ch].scale, affine[ch].shift, g.spatial, saved[ch], &projection);
+          sum_dy_xmu[ch] += projection;
+        }
       }
     for (int ch = 0; ch < g.c; ++ch) {
       sums[ch] = static_cast<float>(sum_dy[ch]);
@@ -183,15 +189,18 @@ class CpuNormOps final : public NormOps {
     }
     const Blocks blocks(affine, g.blocked);
     for (int i = 0; i < g.n; ++i)
-      for (int ch = 0; ch < g.c; ch += g.blocked ? kLayoutBlock : 1) {
-        const std::size_t at = offset(i, ch, g);
-        if (g.blocked) {
+      if (g.blocked) {
+        for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock)) {
+          const std::size_t at = offset(i, ch, g);
           block_input_grad(x + at, dy + at, g.relu_after, blocks.shift(ch), dx + at, g.spatial, saved + ch,
                            &mean_dy[ch], &projection[ch], blocks.scale(ch));
-          continue;
         }
-        plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + at, g.spatial,
-                         saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
+      } else {
+        for (int ch = 0; ch < g.c; ++ch) {
+          const std::size_t at = offset(i, ch, g);
+          plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + at, g.spatial,
+                           saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
+        }
       }
   }
 

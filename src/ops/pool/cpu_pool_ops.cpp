@@ -71,24 +71,20 @@ class CpuPoolOps final : public PoolOps {
  private:
   static std::size_t planes(const PoolGeometry& g) { return static_cast<std::size_t>(g.n) * g.c; }
 
-  // Where plane (n, ch) of an h x w tensor starts, and the step between its
-  // positions: 1 in NCHW; 16 in nChw16c, whose planes interleave in blocks of 16 channels.
+  // Where plane (n, ch) of a tensor with h x w planes starts, and the step between
+  // its positions: 1 in NCHW; 16 in nChw16c, whose planes interleave in blocks of 16 channels.
   struct Strides {
-    std::size_t block_plane, step;  // values per (sample, channel block) plane group; per position
-    int c;
+    bool blocked;
+    std::size_t channels, positions;
     std::size_t plane(int n, int ch) const {
-      if (step == 1) return (static_cast<std::size_t>(n) * c + ch) * block_plane;
-      const std::size_t blocks = static_cast<std::size_t>(c) / kLayoutBlock;
-      return (static_cast<std::size_t>(n) * blocks + ch / kLayoutBlock) * block_plane + ch % kLayoutBlock;
+      return blocked ? blocked_offset(n, ch, 0, channels, positions) : (n * channels + ch) * positions;
     }
     std::size_t at(int row, int col, int width) const {
-      return (static_cast<std::size_t>(row) * width + col) * step;
+      return (static_cast<std::size_t>(row) * width + col) * (blocked ? kLayoutBlock : 1);
     }
   };
   static Strides strides(const PoolGeometry& g, int h, int w) {
-    const std::size_t positions = static_cast<std::size_t>(h) * w;
-    if (!g.blocked) return {positions, 1, g.c};
-    return {positions * kLayoutBlock, kLayoutBlock, g.c};
+    return {g.blocked, static_cast<std::size_t>(g.c), static_cast<std::size_t>(h) * w};
   }
 };
 
