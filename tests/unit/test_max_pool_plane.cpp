@@ -75,4 +75,24 @@ TEST_CASE("the pooling gradient puts each window's gradient at its maximum", "[p
   std::vector<float> expected(p.size(), 0.0f);
   for (std::size_t o = 0; o < where.size(); ++o) expected[where[o]] = dy[o];
   CHECK(d == expected);
+  // Read with a stride (a block plane of the blocked layout); a -0 lands as the
+  // +0 that adding it onto the zeroed plane gives.
+  const std::vector<float> spaced = {10, -1, -0.0f, -1, 30, -1, 40, -1, 50, -1, 60, -1};
+  mpiddp::cpu::max_pool_plane_grad(spaced.data(), where.data(), p, d.data(), 2);
+  expected[where[1]] = 0.0f;
+  CHECK(d == expected);
+  CHECK_FALSE(std::signbit(d[where[1]]));
+  // Overlapping windows (3 x 3 at stride 1 over 3 x 4) add up where they share a maximum.
+  const std::vector<float> small = {0, 0, 0, 0,  //
+                                    0, 9, 0, 0,  //
+                                    0, 0, 0, 0};
+  const PoolPlane q{3, 4, 3, 1, 1, 2};
+  std::vector<float> pooled(q.outs());
+  std::vector<std::int32_t> at(q.outs());
+  max_pool_plane(small.data(), q, pooled.data(), at.data());
+  CHECK(at == std::vector<std::int32_t>{5, 5});
+  const std::vector<float> g = {1.5f, 2.0f};
+  std::vector<float> spread(q.size(), -1.0f);
+  mpiddp::cpu::max_pool_plane_grad(g.data(), at.data(), q, spread.data());
+  CHECK(spread[5] == 3.5f);
 }

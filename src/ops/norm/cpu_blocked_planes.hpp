@@ -17,7 +17,7 @@
 
 namespace mpiddp::cpu {
 
-typedef float Lanes16 __attribute__((vector_size(kLayoutBlock * sizeof(float))));
+static_assert(kLineFloats == kLayoutBlock, "a block position is one Lanes16");
 
 // Per channel of the block: sums[c] = sum(x - centre[c]), squares[c] = sum((x - centre[c])^2).
 MPIDDP_VECTOR_CLONES inline void block_deviations(const float* x, std::size_t positions, const float* centre,
@@ -28,6 +28,7 @@ MPIDDP_VECTOR_CLONES inline void block_deviations(const float* x, std::size_t po
   for (std::size_t p = 0; p < whole; p += 8)
     for (int j = 0; j < 8; ++j) {
       Lanes16 v;
+      prefetch_ahead(x + (p + j) * kLayoutBlock);
       std::memcpy(&v, x + (p + j) * kLayoutBlock, sizeof(v));
       const Lanes16 d = v - mid;
       s[j] += d;
@@ -53,6 +54,8 @@ MPIDDP_VECTOR_CLONES inline void block_deviations(const float* x, std::size_t po
 // ReLU whose output was x * a + b (ew::relu_grad: 0 where it is <= 0).
 __attribute__((always_inline)) inline void block_grad_at(const float* x, const float* dy, std::size_t p, bool relu,
                                                         const Lanes16& a, const Lanes16& b, Lanes16* v, Lanes16* d) {
+  prefetch_ahead(dy + p * kLayoutBlock);
+  prefetch_ahead(x + p * kLayoutBlock);
   std::memcpy(d, dy + p * kLayoutBlock, sizeof(*d));
   std::memcpy(v, x + p * kLayoutBlock, sizeof(*v));
   if (relu) *d = *v * a + b <= 0.0f ? Lanes16{} : *d;
@@ -97,6 +100,7 @@ MPIDDP_VECTOR_CLONES inline void block_affine(const float* __restrict x, float* 
   std::memcpy(&b, shift, sizeof(b));
   for (std::size_t p = 0; p < positions; ++p) {
     Lanes16 v;
+    prefetch_ahead(x + p * kLayoutBlock);
     std::memcpy(&v, x + p * kLayoutBlock, sizeof(v));
     v = v * a + b;
     if (relu) v = v <= 0.0f ? Lanes16{} : v;
@@ -118,6 +122,8 @@ MPIDDP_VECTOR_CLONES inline void block_input_grad(const float* __restrict x, con
   std::memcpy(&pr, projection, sizeof(pr));
   for (std::size_t p = 0; p < positions; ++p) {
     Lanes16 v, d;
+    prefetch_ahead(x + p * kLayoutBlock);
+    prefetch_ahead(dy + p * kLayoutBlock);
     std::memcpy(&v, x + p * kLayoutBlock, sizeof(v));
     std::memcpy(&d, dy + p * kLayoutBlock, sizeof(d));
     if (relu) d = v * a + b <= 0.0f ? Lanes16{} : d;
@@ -148,7 +154,7 @@ __attribute__((always_inline)) inline void transpose16(Lanes16* rows) {
 }
 
 // The 16 planes of a block, one after another ([16][positions]), into the block's
-// blocked form ([positions][16]), and back: 16 x 16 tiles through transpose16.
+// blocked form ([positions][16]): 16 x 16 tiles through transpose16.
 MPIDDP_VECTOR_CLONES inline void planes_to_block(const float* __restrict planes, std::size_t positions,
                                                  float* __restrict block) {
   const std::size_t whole = positions - positions % 16;
@@ -160,18 +166,6 @@ MPIDDP_VECTOR_CLONES inline void planes_to_block(const float* __restrict planes,
   }
   for (std::size_t p = whole; p < positions; ++p)
     for (std::size_t c = 0; c < kLayoutBlock; ++c) block[p * kLayoutBlock + c] = planes[c * positions + p];
-}
-MPIDDP_VECTOR_CLONES inline void block_to_planes(const float* __restrict block, std::size_t positions,
-                                                 float* __restrict planes) {
-  const std::size_t whole = positions - positions % 16;
-  for (std::size_t p0 = 0; p0 < whole; p0 += 16) {
-    Lanes16 rows[16];
-    for (std::size_t k = 0; k < 16; ++k) std::memcpy(&rows[k], block + (p0 + k) * kLayoutBlock, sizeof(Lanes16));
-    transpose16(rows);
-    for (std::size_t c = 0; c < 16; ++c) std::memcpy(planes + c * positions + p0, &rows[c], sizeof(Lanes16));
-  }
-  for (std::size_t c = 0; c < kLayoutBlock; ++c)
-    for (std::size_t p = whole; p < positions; ++p) planes[c * positions + p] = block[p * kLayoutBlock + c];
 }
 
 }  // namespace mpiddp::cpu

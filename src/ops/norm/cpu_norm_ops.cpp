@@ -7,6 +7,7 @@
 // one by one would give, from the same loops.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "norm_ops.hpp"
@@ -19,28 +20,45 @@
 namespace mpiddp::cpu {
 namespace {
 
-// One plane of the output: x * scale + shift, through a fused ReLU when asked.
+// One plane of the output: x * scale + shift, through a fused ReLU when asked
+// (ew::relu: 0 where <= 0, NaN kept). A line of 16 at a time, the next lines
+// asked for ahead (prefetch_ahead), then the rest one by one.
 MPIDDP_VECTOR_CLONES
 void plane_affine(const float* __restrict x, float* __restrict y, std::size_t n, float scale, float shift,
                   bool relu) {
-  if (relu)
-    for (std::size_t i = 0; i < n; ++i) y[i] = ew::relu(x[i] * scale + shift);
-  else
-    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
+  std::size_t i = 0;
+  for (; i + kLineFloats <= n; i += kLineFloats) {
+    prefetch_ahead(x + i);
+    Lanes16 v;
+    std::memcpy(&v, x + i, sizeof(v));
+    v = v * scale + shift;
+    if (relu) v = v <= 0.0f ? Lanes16{} : v;
+    std::memcpy(y + i, &v, sizeof(v));
+  }
+  for (; i < n; ++i) y[i] = relu ? ew::relu(x[i] * scale + shift) : x[i] * scale + shift;
 }
 
 // One plane of dx (ew::bn_input_grad), dy first through a fused ReLU's gradient
 // when relu: its output recomputed as plane_affine wrote it (x * scale + shift;
-// `scale` is also bn_input_grad's invstd * weight).
+// `scale` is also bn_input_grad's invstd * weight). Lines of 16 as plane_affine.
 MPIDDP_VECTOR_CLONES
 void plane_input_grad(const float* __restrict x, const float* __restrict dy, bool relu, float shift,
                       float* __restrict dx, std::size_t n, float mean, float mean_dy, float projection, float scale) {
-  if (relu)
-    for (std::size_t i = 0; i < n; ++i)
-      dx[i] = ew::bn_input_grad(x[i], ew::relu_grad(x[i] * scale + shift, 0.0f, dy[i]), mean, mean_dy, projection,
-                                scale);
-  else
-    for (std::size_t i = 0; i < n; ++i) dx[i] = ew::bn_input_grad(x[i], dy[i], mean, mean_dy, projection, scale);
+  std::size_t i = 0;
+  for (; i + kLineFloats <= n; i += kLineFloats) {
+    prefetch_ahead(x + i);
+    prefetch_ahead(dy + i);
+    Lanes16 v, d;
+    std::memcpy(&v, x + i, sizeof(v));
+    std::memcpy(&d, dy + i, sizeof(d));
+    if (relu) d = v * scale + shift <= 0.0f ? Lanes16{} : d;
+    const Lanes16 g = (d - mean_dy - (v - mean) * projection) * scale;
+    std::memcpy(dx + i, &g, sizeof(g));
+  }
+  for (; i < n; ++i) {
+    const float d = relu ? ew::relu_grad(x[i] * scale + shift, 0.0f, dy[i]) : dy[i];
+    dx[i] = ew::bn_input_grad(x[i], d, mean, mean_dy, projection, scale);
+  }
 }
 
 // The fused pooling's windows over one plane.
@@ -267,23 +285,20 @@ class CpuNormOps final : public NormOps {
   }
 
   // dy of plane (sample, ch) as the normalisation's output gradient: dy's own
-  // plane, or with a fused pooling its gradient spread back into the scratch plane.
-  // Asked for a sample's channels in order (a blocked pooled output is unpacked a
-  // block at a time).
+  // plane, or with a fused pooling its gradient spread back into the scratch plane
+  // (from a blocked pooled gradient in place: channel ch's value every 16 floats).
   const float* plane_grad(const float* dy, int sample, int ch, const NormGeometry& g) {
     const FusedMaxPool& pool = g.pool_after;
     if (!pool.window) return dy + offset(sample, ch, g);
     plane_.resize(static_cast<std::size_t>(g.spatial));
     const std::size_t pooled = pooled_offset(sample, ch, g);
-    const float* grad = dy + pooled;
-    if (g.pooled_blocked) {  // the block's pooled planes, unpacked when its first channel comes
-      const std::size_t outs = static_cast<std::size_t>(pool.out_h()) * pool.out_w();
+    if (!g.pooled_blocked) {
+      max_pool_plane_grad(dy + pooled, pool.argmax + pooled, pool_plane(pool), plane_.data());
+    } else {
       const std::size_t k = static_cast<std::size_t>(ch) % kLayoutBlock;
-      pooled_.resize(kLayoutBlock * outs);
-      if (k == 0) block_to_planes(dy + pooled, outs, pooled_.data());
-      grad = pooled_.data() + k * outs;
+      const float* block = dy + pooled_offset(sample, ch - static_cast<int>(k), g);
+      max_pool_plane_grad(block + k, pool.argmax + pooled, pool_plane(pool), plane_.data(), kLayoutBlock);
     }
-    max_pool_plane_grad(grad, pool.argmax + pooled, pool_plane(pool), plane_.data());
     return plane_.data();
   }
 
@@ -292,7 +307,7 @@ class CpuNormOps final : public NormOps {
   }
 
   std::vector<float> plane_;  // one plane of the fused output or its gradient
-  // A block's 16 pooled planes, on their way to or from a blocked output (pooled_blocked).
+  // A block's 16 pooled planes, on their way to a blocked output (pooled_blocked).
   std::vector<float> pooled_;
 };
 

@@ -17,6 +17,7 @@ MPIDDP_VECTOR_CLONES inline float plane_deviations(const float* x, std::size_t n
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     Lanes8 v;
+    prefetch_ahead(x + i);
     std::memcpy(&v, x + i, sizeof(v));
     const Lanes8 d = v - centre;
     s += d;
@@ -46,6 +47,8 @@ MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* d
   if (relu) {
     for (; i + 8 <= n; i += 8) {
       Lanes8 d, v;
+      prefetch_ahead(x + i);
+      prefetch_ahead(dy + i);
       std::memcpy(&d, dy + i, sizeof(d));
       std::memcpy(&v, x + i, sizeof(v));
       d = v * scale + shift <= 0.0f ? Lanes8{} : d;
@@ -55,6 +58,8 @@ MPIDDP_VECTOR_CLONES inline float plane_grad_sums(const float* x, const float* d
   } else {
     for (; i + 8 <= n; i += 8) {
       Lanes8 d, v;
+      prefetch_ahead(x + i);
+      prefetch_ahead(dy + i);
       std::memcpy(&d, dy + i, sizeof(d));
       std::memcpy(&v, x + i, sizeof(v));
       s += d;
