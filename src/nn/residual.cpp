@@ -189,23 +189,42 @@ void Residual::on_bind() {
   body_.bind(device());
   shortcut_.bind(device());
   shortcut_grad_ = Matrix(&device());
+  relu_grad_ = Matrix(&device());
+}
+
+bool Residual::absorb_next(const Layer* next, int taken) {
+  if (taken == 0) relu_after_ = next && next->is_relu();
+  return taken == 0 && relu_after_;
 }
 
 void Residual::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   const Matrix& f = body_.forward(x, ctx);
   const Matrix& g = shortcut_.empty() ? x : shortcut_.forward(x, ctx);
   y.resize(f.rows(), f.cols());
-  device().ops<PointwiseOps>().add(f.data(), g.data(), y.data(), y.size());
+  PointwiseOps& ops = device().ops<PointwiseOps>();
+  if (relu_after_)
+    ops.add_relu(f.data(), g.data(), y.data(), y.size());
+  else
+    ops.add(f.data(), g.data(), y.data(), y.size());
 }
 
-void Residual::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
+void Residual::backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                         bool accumulate) {
-  // dy reaches both branches unchanged; their input gradients add up.
+  const Matrix* grad = &dy;
+  if (relu_after_) {
+    // The ReLU's own backward masks by its input, the sum; y = relu(sum) is <= 0
+    // exactly where the sum is (NaN passing both), so the mask is the same.
+    relu_grad_.resize(dy.rows(), dy.cols());
+    device().ops<PointwiseOps>().activation_backward(ActivationKind::relu, y.data(), y.data(), dy.data(),
+                                                     relu_grad_.data(), dy.size());
+    grad = &relu_grad_;
+  }
+  // The gradient reaches both branches unchanged; their input gradients add up.
   if (dx) dx->resize(x.rows(), x.cols());
-  if (!shortcut_.empty()) shortcut_.backward(x, dy, dx ? &shortcut_grad_ : nullptr, params, accumulate);
-  body_.backward(x, dy, dx, params, accumulate);
+  if (!shortcut_.empty()) shortcut_.backward(x, *grad, dx ? &shortcut_grad_ : nullptr, params, accumulate);
+  body_.backward(x, *grad, dx, params, accumulate);
   if (!dx) return;
-  const Matrix& through = shortcut_.empty() ? dy : shortcut_grad_;
+  const Matrix& through = shortcut_.empty() ? *grad : shortcut_grad_;
   device().ops<PointwiseOps>().add(dx->data(), through.data(), dx->data(), dx->size());
 }
 

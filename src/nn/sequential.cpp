@@ -81,8 +81,9 @@ void Sequential::plan_layouts(bool allow) {
 }
 
 std::size_t Sequential::blocked_activations() const {
-  // A residual block's output is its inner layers' (counted there).
-  return count_nested_layers(layers_, [](const Layer& layer) { return layer.blocked_out() && !layer.blocked_inside(); });
+  // A residual block writes a tensor of its own too (the sum); a layer taken into
+  // the one before it writes none (set NCHW).
+  return count_nested_layers(layers_, [](const Layer& layer) { return layer.blocked_out(); });
 }
 
 void Sequential::set_cross_rank(CrossRank* collectives) {

@@ -75,6 +75,9 @@ class Residual final : public Layer {
   LayoutRole layout_role() const override;
   bool blocked_inside() const override { return true; }
   void set_layouts(bool blocked_in, bool blocked_out, bool allow) override;
+  // Takes a ReLU after it: the sum is written through it in the same pass, and
+  // backward masks dy by its own output (0 exactly where the sum was <= 0).
+  bool absorb_next(const Layer* next, int taken) override;
   const LayerChain& body() const { return body_; }
   const LayerChain& shortcut() const { return shortcut_; }
 
@@ -87,6 +90,8 @@ class Residual final : public Layer {
   mutable LayoutRole role_ = LayoutRole::nchw_only;
   mutable std::uint64_t role_pass_ = ~std::uint64_t{0};  // none yet
   Matrix shortcut_grad_{nullptr};
+  bool relu_after_ = false;        // a ReLU taken in (absorb_next)
+  Matrix relu_grad_{nullptr};      // dy through that ReLU, for both branches
 };
 
 }  // namespace mpiddp

@@ -1,5 +1,7 @@
 // Element-wise layer math on the CPU: loops over elementwise.hpp's functions,
 // built for several instruction sets (MPIDDP_VECTOR_CLONES).
+#include <cstring>
+
 #include "pointwise_ops.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "mpiddp/common/simd.hpp"
@@ -51,10 +53,22 @@ void multiply_loop(const float* __restrict a, const float* __restrict b, float* 
   for (std::size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
-// Not restrict: dx += dy runs in place (out == a).
+// Not restrict: dx += dy runs in place (out == a). The residual adds stream
+// tensors larger than the L2 cache: lines of 16, the next ones asked for ahead.
 MPIDDP_VECTOR_CLONES
-void add_loop(const float* a, const float* b, float* out, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+void add_loop(const float* a, const float* b, float* out, std::size_t n, bool relu) {
+  std::size_t i = 0;
+  for (; i + kLineFloats <= n; i += kLineFloats) {
+    prefetch_ahead(a + i);
+    prefetch_ahead(b + i);
+    Lanes16 x, y;
+    std::memcpy(&x, a + i, sizeof(x));
+    std::memcpy(&y, b + i, sizeof(y));
+    Lanes16 sum = x + y;
+    if (relu) sum = sum <= 0.0f ? Lanes16{} : sum;  // ew::relu: 0 where <= 0, NaN kept
+    std::memcpy(out + i, &sum, sizeof(sum));
+  }
+  for (; i < n; ++i) out[i] = relu ? ew::relu(a[i] + b[i]) : a[i] + b[i];
 }
 
 class CpuPointwiseOps final : public PointwiseOps {
@@ -74,7 +88,10 @@ class CpuPointwiseOps final : public PointwiseOps {
     }
   }
   void multiply(const float* a, const float* b, float* out, std::size_t n) override { multiply_loop(a, b, out, n); }
-  void add(const float* a, const float* b, float* out, std::size_t n) override { add_loop(a, b, out, n); }
+  void add(const float* a, const float* b, float* out, std::size_t n) override { add_loop(a, b, out, n, false); }
+  void add_relu(const float* a, const float* b, float* out, std::size_t n) override {
+    add_loop(a, b, out, n, true);
+  }
   void scale(float* data, std::size_t n, float factor) override { cpu::scale(data, n, factor); }
 };
 

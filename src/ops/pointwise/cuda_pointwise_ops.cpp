@@ -24,6 +24,11 @@ class CudaPointwiseOps final : public PointwiseOps {
     cuda::dropout_forward(x, y, mask, n, key, p, keep_scale, stream());
   }
   void add(const float* a, const float* b, float* out, std::size_t n) override { cuda::add(a, b, out, n, stream()); }
+  // Two kernels, the ReLU in place (element by element, so it may).
+  void add_relu(const float* a, const float* b, float* out, std::size_t n) override {
+    cuda::add(a, b, out, n, stream());
+    cuda::activation_forward(ActivationKind::relu, out, out, n, stream());
+  }
   void multiply(const float* a, const float* b, float* out, std::size_t n) override {
     cuda::multiply(a, b, out, n, stream());
   }

@@ -19,6 +19,9 @@ class PointwiseOps : public OpFamily {
                                float keep_scale) = 0;
   // out = a + b; out may be a or b.
   virtual void add(const float* a, const float* b, float* out, std::size_t n) = 0;
+  // out = relu(a + b) (a residual's sum and the ReLU after it): the bits of add,
+  // then the ReLU; out may be a or b.
+  virtual void add_relu(const float* a, const float* b, float* out, std::size_t n) = 0;
   virtual void multiply(const float* a, const float* b, float* out, std::size_t n) = 0;
   virtual void scale(float* data, std::size_t n, float factor) = 0;
 };
