@@ -13,7 +13,7 @@ namespace mpiddp {
 namespace {
 
 // Where auto runs Winograd's weight gradient (Conv2d::winograd_weight_gradient_suits).
-constexpr int kSmallPlane = 8 * 8;  // output positions per plane, at most
+constexpr int kSmallPlane = 14 * 14;  // output positions per plane, at most
 constexpr int kWideChannels = 48;   // input and output channels, at least
 
 }  // namespace
@@ -134,9 +134,10 @@ bool Conv2d::has_winograd_weight_gradient() const {
   return *winograd_weight_gradient_;
 }
 // Winograd's weight gradient ran 10-55% faster than the direct one on planes of at
-// most 8 x 8 outputs with 48 to 128 channels, either way at 14 x 14 and above, even
-// or slower with 32 channels or fewer (docs/performance.md); a rule, not a timing,
-// so two runs of one input file choose alike.
+// most 8 x 8 outputs with 48 to 128 channels; at 14 x 14 22-33% faster on an Intel
+// Xeon and even to 25% faster on an AMD EPYC (run to run); either way at 28 x 28,
+// even or slower with 32 channels or fewer (docs/performance.md). A rule, not a
+// timing, so two runs of one input file choose alike.
 bool Conv2d::winograd_weight_gradient_suits(int threads) const {
   const ConvGeometry g = geometry(1);
   return winograd_suits(threads) && g.out_h() * g.out_w() <= kSmallPlane && g.c >= kWideChannels &&

@@ -470,8 +470,8 @@ TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small p
   CHECK_FALSE(has_all["layers.6"]);  // a Linear
   const auto all_or_not = [&](const char* name) { return has_all[name] ? "winograd_all" : "winograd"; };
   CHECK(choices(CpuKernels::automatic) ==
-        std::string("openblas;layers.0=winograd;layers.1=winograd;layers.3=winograd;layers.4=") +
-            all_or_not("layers.4"));
+        std::string("openblas;layers.0=winograd;layers.1=") + all_or_not("layers.1") +
+            ";layers.3=winograd;layers.4=" + all_or_not("layers.4"));
   CHECK(choices(CpuKernels::winograd) ==
         "openblas;layers.0=winograd;layers.1=winograd;layers.3=winograd;layers.4=winograd");
   CHECK(choices(CpuKernels::winograd_all) == std::string("openblas;layers.0=") + all_or_not("layers.0") +
@@ -481,7 +481,7 @@ TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small p
                     Catch::Contains("train.cpu_kernels = winograd_all: another rank's CPU lacks"));
   // Never for a strided convolution.
   CHECK_FALSE(kernel_choices_available(*model(), "onednn;layers.2=winograd_all"));
-  // The rule's edges, one convolution each: channels in and out (48), output positions (8 x 8).
+  // The rule's edges, one convolution each: channels in and out (48), output positions (14 x 14).
   const auto alone = [&](const char* conv, Shape in) {
     auto m = std::make_unique<Sequential>(build_layers(std::string(conv) + " flatten linear", 3, false), in, 5);
     give_own_kernels(*m, CpuKernels::automatic, 2, true);
@@ -493,9 +493,9 @@ TEST_CASE("auto gives Winograd's weight gradient to wide convolutions on small p
   };
   CHECK(alone("conv2d(32,3,padding=1)", Shape{48, 7, 7}).first == "openblas;layers.0=winograd");  // 32 out
   CHECK(alone("conv2d(48,3,padding=1)", Shape{47, 7, 7}).first == "openblas;layers.0=winograd");  // 47 in
-  CHECK(alone("conv2d(48,3,padding=1)", Shape{48, 9, 9}).first == "openblas;layers.0=winograd");  // 81 outputs
-  const auto eight = alone("conv2d(48,3,padding=1)", Shape{48, 8, 8});                            // 64 outputs
-  CHECK(eight.first == std::string("openblas;layers.0=") + (eight.second ? "winograd_all" : "winograd"));
+  CHECK(alone("conv2d(48,3,padding=1)", Shape{48, 15, 15}).first == "openblas;layers.0=winograd");  // 225 outputs
+  const auto fourteen = alone("conv2d(48,3,padding=1)", Shape{48, 14, 14});                           // 196 outputs
+  CHECK(fourteen.first == std::string("openblas;layers.0=") + (fourteen.second ? "winograd_all" : "winograd"));
 }
 
 TEST_CASE("winograd keeps the direct weight gradient, winograd_all runs Winograd's", "[gemm][conv]") {
