@@ -6,7 +6,8 @@ Reads one job's per-rank traces (train.trace_steps; the newest job unless --job)
 and splits the time of its traced steps ("step N" spans) on the host track by
 what ran: every layer's forward and backward span carries its kind (args.kind:
 Conv2d, BatchNorm2d, ...; a layer inside a residual block has its own span, and
-the block keeps only the time outside its layers, the additions, as Residual),
+the block keeps only the time outside its layers, the addition and a ReLU it
+took in, as Residual),
 "loss", "optimizer", "all-reduce wait" (gradient wait and parameter all-gather:
 communication the step did not hide), "data" (data wait, staging the batch) and
 "other" (the rest of the step: agreement, checkpoints, bookkeeping). Each span

@@ -155,10 +155,14 @@ std::size_t Residual::min_training_batch() const {
 }
 
 double Residual::scratch_bytes(const Shape& in, std::size_t samples) const {
-  // Besides the branches' own: the shortcut's input gradient, added into dx.
-  const double gradient = static_cast<double>(samples) * static_cast<double>(element_count(in)) * sizeof(float);
+  // Besides the branches' own: the shortcut's input gradient, added into dx, and
+  // with a ReLU taken in the gradient through it (the ReLU's output, which the
+  // chain counts, is then not kept: the estimate stays an upper bound).
+  const auto bytes = [&](const Shape& shape) {
+    return static_cast<double>(samples) * static_cast<double>(element_count(shape)) * sizeof(float);
+  };
   return body_.scratch_bytes(in, samples) + shortcut_.scratch_bytes(in, samples) +
-         (shortcut_.empty() ? 0.0 : gradient);
+         (shortcut_.empty() ? 0.0 : bytes(in)) + (relu_after_ ? bytes(output_shape(in)) : 0.0);
 }
 
 double Residual::forward_flops(const Shape& in) const {

@@ -70,12 +70,18 @@ TEST_CASE("a model gives the same bits with its activations blocked as in NCHW",
   const std::string pooled =
       "conv2d(32,3,padding=1) batchnorm2d gelu avgpool2d(2) conv2d(16,1) batchnorm2d relu conv2d(16,3) "
       "residual(batchnorm2d relu) flatten linear";
+  // A 32-channel stem: its pooled gradient is two blocks a sample, read in place.
+  const std::string wide_stem =
+      "conv2d(32,3,padding=1) batchnorm2d relu maxpool2d(2) "
+      "residual(conv2d(32,3,padding=1) batchnorm2d relu conv2d(32,3,padding=1) batchnorm2d) relu avgpool2d(5) "
+      "flatten linear";
   struct Case {
     std::string layers;
     Shape input;
     std::size_t samples;
   };
-  for (const Case& c : {Case{resnet, {1, 12, 12}, 5}, Case{resnet, {3, 13, 13}, 2}, Case{pooled, {2, 10, 10}, 3}}) {
+  for (const Case& c : {Case{resnet, {1, 12, 12}, 5}, Case{resnet, {3, 13, 13}, 2}, Case{pooled, {2, 10, 10}, 3},
+                        Case{wide_stem, {2, 10, 10}, 3}}) {
     INFO(c.layers << " on " << shape_text(c.input) << " x " << c.samples);
     std::size_t blocked = 0, nchw = 0;
     const Results a = run(c.layers, c.input, true, c.samples, &blocked);

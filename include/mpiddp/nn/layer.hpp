@@ -116,9 +116,9 @@ class Layer {
   // Offers the layer after the `taken` ones this layer already took (null: none)
   // to be done inside this one's passes over memory: BatchNorm takes a ReLU, then
   // a max pooling after it (it writes the pooled max(y, 0) and masks its own
-  // gradient). True when it did; the chain then skips that layer and offers the
-  // next. Called after every bind() (the device decides what fuses); an offer with
-  // taken = 0 starts afresh.
+  // gradient); a residual block takes a ReLU (it writes relu(sum)). True when it
+  // did; the chain then skips that layer and offers the next. Called after every
+  // bind() (the device decides what fuses); an offer with taken = 0 starts afresh.
   virtual bool absorb_next(const Layer* /*next*/, int /*taken*/) { return false; }
   // Calls `visit` for each layer inside this one, at any depth (after declare());
   // `name` is this layer's own full name.
