@@ -30,7 +30,10 @@ std::string unfused(const std::string& layers) {
   return std::regex_replace(layers, taken, "dropout(0) $1");
 }
 
-bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+// (memcmp takes no null pointer, even for 0 bytes: an empty vector's data may be one.)
+bool same_bits(const float* a, const float* b, std::size_t n) {
+  return n == 0 || std::memcmp(a, b, n * sizeof(float)) == 0;
+}
 
 }  // namespace
 
