@@ -1,6 +1,7 @@
 #include "mpiddp/nn/sequential.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <new>
 
 #include "mpiddp/common/error.hpp"
@@ -10,6 +11,25 @@
 #include "mpiddp/nn/layouts.hpp"
 
 namespace mpiddp {
+
+namespace {
+
+// Layers with those inside residual blocks, at any depth, that `counts` says yes to.
+std::size_t count_nested_layers(const std::vector<std::unique_ptr<Layer>>& layers,
+                                const std::function<bool(const Layer&)>& counts) {
+  std::size_t count = 0;
+  std::vector<const Layer*> open;
+  for (const auto& layer : layers) open.push_back(layer.get());
+  while (!open.empty()) {
+    const Layer* layer = open.back();
+    open.pop_back();
+    count += counts(*layer);
+    for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
+  }
+  return count;
+}
+
+}  // namespace
 
 std::string layer_position(std::size_t index) {
   return "layer " + std::to_string(index + 1) + " (layers." + std::to_string(index) + ")";
@@ -149,20 +169,6 @@ void describe_layer(const Layer& layer, const std::string& name, const Shape& ou
 }
 
 }  // namespace
-
-std::size_t count_nested_layers(const std::vector<std::unique_ptr<Layer>>& layers,
-                                const std::function<bool(const Layer&)>& counts) {
-  std::size_t count = 0;
-  std::vector<const Layer*> open;
-  for (const auto& layer : layers) open.push_back(layer.get());
-  while (!open.empty()) {
-    const Layer* layer = open.back();
-    open.pop_back();
-    count += counts(*layer);
-    for (const InnerLayer& inner : layer->inner_layers()) open.push_back(inner.layer);
-  }
-  return count;
-}
 
 std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers) {
   return count_nested_layers(layers, [](const Layer&) { return true; });

@@ -79,9 +79,6 @@ class Sequential {
 // Layers with those inside residual blocks, at any depth (after declare()): what
 // the trace counts spans for.
 std::size_t nested_layer_count(const std::vector<std::unique_ptr<Layer>>& layers);
-// Of those, the ones `counts` says yes to.
-std::size_t count_nested_layers(const std::vector<std::unique_ptr<Layer>>& layers,
-                                const std::function<bool(const Layer&)>& counts);
 
 // "layer 4 (layers.3)": how errors name a layer.
 std::string layer_position(std::size_t index);
