@@ -118,7 +118,11 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
         "a training batch with 1 value per channel has no variance (choose a train.batch_size that "
         "leaves no batch of 1 sample)");
   moments_.resize(3, channels_);
-  norm().batch_moments(x.data(), moments_.data(), g);
+  // Moments taken as the layer before wrote this very input, sample by sample.
+  moments_streamed_ = streamed_ && streamed_from_ == x.data() && streamed_->samples() == static_cast<int>(x.rows());
+  if (moments_streamed_) streamed_->finish(moments_.data());
+  else norm().batch_moments(x.data(), moments_.data(), g);
+  streamed_.reset();
   if (across_ranks()) {
     gathered_.resize(static_cast<std::size_t>(cross_rank_->size()) * 3, channels_);
     cross_rank_->allgather_now(moments_.data(), gathered_.data(), moments_.size());
@@ -154,6 +158,7 @@ void BatchNorm::save_running_statistics(ParameterStore& p, std::size_t samples) 
 void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                          bool accumulate) {
   const NormGeometry g = geometry(x.rows());
+  waiting_ = {};
   if (evaluated_) save_running_statistics(params, x.rows());
   sums_.resize(2, channels_);
   norm().backward_sums(x.data(), dy.data(), params.value(weight_), params.value(bias_), saved_.data(), sums_.data(),
@@ -175,8 +180,39 @@ void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matri
     sums = &global_sums_;
   }
   dx->resize(x.rows(), x.cols());
+  if (moments_streamed_ && !evaluated_) {  // the layer before asks for dx, by sample or all at once
+    waiting_ = {x.data(), dy.data(), sums->data(), dx, g};
+    return;
+  }
   norm().backward_input(x.data(), dy.data(), params.value(weight_), params.value(bias_), saved_.data(), sums->data(),
                         dx->data(), g);
+}
+
+// ---- Sample by sample, with the convolution before it ----------------------------
+
+SampleConsumer* BatchNorm::sample_consumer() { return dims_ == 2 && norm().streams_samples() ? this : nullptr; }
+
+void BatchNorm::input_sample_written(int i, int n, const float* x_i) {
+  if (i == 0) {
+    NormGeometry g = geometry(static_cast<std::size_t>(n));
+    streamed_ = g.blocked ? nullptr : norm().start_moments(g);
+    streamed_from_ = x_i;
+  }
+  if (streamed_ && streamed_->samples() == i) streamed_->add(x_i, 1);
+}
+
+void BatchNorm::write_input_grad_sample(int i, float* dx_i) {
+  const WaitingGradient& w = waiting_;
+  norm().backward_input_samples(w.x, w.dy, params_->value(weight_), params_->value(bias_), saved_.data(), w.sums,
+                                dx_i, w.g, i, i + 1);
+  if (i + 1 == w.g.n) waiting_ = {};
+}
+
+void BatchNorm::write_input_grad() {
+  const WaitingGradient& w = waiting_;
+  norm().backward_input(w.x, w.dy, params_->value(weight_), params_->value(bias_), saved_.data(), w.sums,
+                        w.dx->data(), w.g);
+  waiting_ = {};
 }
 
 }  // namespace mpiddp

@@ -150,15 +150,35 @@ bool Conv2d::own_winograd_suits(int threads) const {
   return has_own_winograd() && threads == 1;
 }
 
-void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext&) {
+void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
   const ConvGeometry g = geometry(x.rows());
   y.resize(x.rows(), out_c_ * static_cast<std::size_t>(g.out_h()) * g.out_w());
-  conv().conv_forward(x.data(), params_->value(weight_), params_->value(bias_), y.data(), g, scratch_.get());
+  const float* weight = params_->value(weight_);
+  const float* bias = params_->value(bias_);
+  if (next_ && ctx.training && !ctx.alone) {
+    const int n = static_cast<int>(x.rows());
+    const auto written = [this, n](int i, const float* y_i) { next_->input_sample_written(i, n, y_i); };
+    if (conv().conv_forward_by_sample(x.data(), weight, bias, y.data(), g, scratch_.get(), written)) return;
+  }
+  conv().conv_forward(x.data(), weight, bias, y.data(), g, scratch_.get());
 }
 
 void Conv2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                       bool accumulate) {
   const ConvGeometry g = geometry(x.rows());
+  if (next_ && next_->input_grad_waiting()) {
+    // Without an input gradient of its own, each sample's dy is written as the
+    // weight gradient reads it; else all of dy first (before dx may reuse its memory).
+    sample_grad_.resize(1, dy.cols());
+    const auto dy_of = [this](int i) {
+      next_->write_input_grad_sample(i, sample_grad_.data());
+      return static_cast<const float*>(sample_grad_.data());
+    };
+    if (!dx && conv().conv_backward_params_by_sample(x.data(), dy_of, params.grad(weight_), params.grad(bias_), g,
+                                                     accumulate, scratch_.get()))
+      return;
+    next_->write_input_grad();
+  }
   conv().conv_backward_params(x.data(), dy.data(), params.grad(weight_), params.grad(bias_), g, accumulate,
                               scratch_.get());
   if (!dx) return;

@@ -53,6 +53,7 @@ void LayerChain::bind(Device& device) {
   grad_b_ = Matrix(&device);
   for (auto& layer : layers_) layer->bind(device);
   absorbed_ = absorb_layers(layers_);
+  link_sample_consumers(layers_, absorbed_);
   passed_.assign(layers_.size(), nullptr);
 }
 

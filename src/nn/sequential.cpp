@@ -59,6 +59,7 @@ Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers, const Shape& 
   }
   shapes_ = declare_layers(layers_, input, params_);
   absorbed_ = absorb_layers(layers_);
+  link_sample_consumers(layers_, absorbed_);
   outputs_.assign(layers_.size(), nullptr);
   try {
     params_.allocate(device_);

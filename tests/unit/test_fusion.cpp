@@ -1,8 +1,11 @@
 // Layers that take the layers after them into their own passes over memory
 // (Layer::absorb_next): BatchNorm takes a ReLU and then a tiling max pooling,
-// a residual block takes a ReLU. The model as built, fused, against the same
-// layers with nothing fused, at any depth: outputs, input gradients, parameter
-// gradients and buffers bit for bit, in training and in evaluation.
+// a residual block takes a ReLU; and a convolution on mpiddp's own kernels
+// hands each sample to the BatchNorm after it as it writes it, and takes each
+// sample's gradient from it as it reads it (SampleConsumer). The model as built,
+// fused, against the same layers with nothing fused, at any depth: outputs,
+// input gradients, parameter gradients and buffers bit for bit, in training and
+// in evaluation.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstring>
@@ -13,7 +16,9 @@
 #include "layer_test_util.hpp"
 #include "mpiddp/device/cpu_device.hpp"
 #include "mpiddp/device/elementwise.hpp"
+#include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/model_builder.hpp"
+#include "ops/conv/thin_conv.hpp"
 #include "ops/norm/norm_ops.hpp"
 #include "ops/pointwise/pointwise_ops.hpp"
 
@@ -23,11 +28,18 @@ using namespace mpiddp::test;
 namespace {
 
 // The same layer list with a dropout(0) (a copy, in training too) before every
-// ReLU and max pooling, so nothing takes them in, at any depth: the layers one
-// by one, with the same parameters in the same order.
+// ReLU, max pooling and BatchNorm2d, so nothing takes them in or hands samples to
+// them, at any depth: the layers one by one, with the same parameters in the same order.
 std::string unfused(const std::string& layers) {
-  static const std::regex taken(R"(\b(relu|maxpool2d)\b)");
+  static const std::regex taken(R"(\b(relu|maxpool2d|batchnorm2d)\b)");
   return std::regex_replace(layers, taken, "dropout(0) $1");
+}
+
+// Every convolution that mpiddp's own kernels take runs on them (where this CPU has them).
+void own_convolutions(Sequential& model) {
+  model.visit_layers([](const std::string&, Layer& layer, const Shape&) {
+    if (layer.has_own_kernels()) layer.set_cpu_kernels(CpuKernels::own);
+  });
 }
 
 // (memcmp takes no null pointer, even for 0 bytes: an empty vector's data may be one.)
@@ -42,26 +54,27 @@ TEST_CASE("layers take in the ones after them, bit for bit as the layers one by 
     const char* layers;
     Shape input;
     std::vector<std::size_t> absorbed;
+    int streamed;  // BatchNorm2d layers fed sample by sample in training (own kernels)
   };
   // Planes of 35, 9 and 195 values: whole lanes of 8 and a tail; pooling windows
   // that leave a last row or column out (7 x 5 by 2, 15 x 13 by 3).
   const Case cases[] = {
       {"conv2d(3,3,padding=1) batchnorm2d relu maxpool2d(2) conv2d(4,3,padding=1) batchnorm2d relu relu flatten "
        "linear(6) batchnorm1d relu linear",
-       {2, 7, 5}, {2, 3, 6, 11}},
-      {"batchnorm1d relu linear(5) batchnorm1d gelu linear", {6}, {1}},
+       {2, 7, 5}, {2, 3, 6, 11}, 2},
+      {"batchnorm1d relu linear(5) batchnorm1d gelu linear", {6}, {1}, 0},
       // Overlapping windows (stride 1 < kernel 2), an average pooling and a pooling
       // without a ReLU before it stay layers of their own.
       {"batchnorm2d relu maxpool2d(3) conv2d(2,1) batchnorm2d relu maxpool2d(2,1) batchnorm2d relu avgpool2d(2) "
        "batchnorm2d maxpool2d(1) flatten linear",
-       {3, 15, 13}, {1, 2, 5, 8}},
+       {3, 15, 13}, {1, 2, 5, 8}, 1},
       // A residual takes in the ReLU after it (at the top level and in a branch),
       // not a second one; 100 values a sample, so lines of 16 and a tail.
       {"residual(conv2d(4,3,padding=1) batchnorm2d relu conv2d(4,3,padding=1) batchnorm2d) relu "
        "residual(conv2d(8,3,stride=2,padding=1) batchnorm2d ; conv2d(8,1,stride=2)) relu relu flatten linear",
-       {4, 5, 5}, {1, 3}},
-      {"linear(6) residual(residual(linear(6)) relu linear(6)) relu linear", {6}, {2}},
-      {"residual(linear(6) relu) gelu residual(linear(6)) relu linear", {6}, {3}},
+       {4, 5, 5}, {1, 3}, 3},
+      {"linear(6) residual(residual(linear(6)) relu linear(6)) relu linear", {6}, {2}, 0},
+      {"residual(linear(6) relu) gelu residual(linear(6)) relu linear", {6}, {3}, 0},
   };
   for (const Case& c : cases)
     for (bool training : {true, false}) {
@@ -71,6 +84,8 @@ TEST_CASE("layers take in the ones after them, bit for bit as the layers one by 
       auto fused = build_model(config, c.input, 3, 7);
       config.layers = unfused(c.layers);
       auto plain = build_model(config, c.input, 3, 7);
+      own_convolutions(*fused);
+      own_convolutions(*plain);
       randomize_parameters(*fused, 61);
       randomize_parameters(*plain, 61);
       std::vector<std::size_t> absorbed;
@@ -90,6 +105,13 @@ TEST_CASE("layers take in the ones after them, bit for bit as the layers one by 
       fused->backward(dy, false, {}, &dx);
       plain->backward(dy, false, {}, &dx_plain);
 
+      int streamed = 0;
+      fused->visit_layers([&](const std::string&, Layer& layer, const Shape&) {
+        const auto* norm = dynamic_cast<const BatchNorm*>(&layer);
+        if (norm && norm->moments_streamed()) ++streamed;
+      });
+      CHECK(streamed == (training && cpu::thin_conv::available() ? c.streamed : 0));
+
       CHECK(same_bits(y.data(), y_plain.data(), y.size()));
       CHECK(same_bits(dx.data(), dx_plain.data(), dx.size()));
       const ParameterStore& a = fused->parameters();
@@ -97,6 +119,14 @@ TEST_CASE("layers take in the ones after them, bit for bit as the layers one by 
       REQUIRE(a.total() == b.total());
       CHECK(same_bits(a.host_grads(), b.host_grads(), a.total()));
       CHECK(same_bits(a.host_buffers(), b.host_buffers(), a.buffer_total()));
+
+      // Without the network's input gradient (as in training), the first layer's
+      // weight gradient reads each sample's gradient as the layer after writes it.
+      fused->forward(x, ctx);
+      plain->forward(x, ctx);
+      fused->backward(dy, false, {}, nullptr);
+      plain->backward(dy, false, {}, nullptr);
+      CHECK(same_bits(a.host_grads(), b.host_grads(), a.total()));
     }
 }
 

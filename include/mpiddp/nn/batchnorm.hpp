@@ -9,7 +9,7 @@
 
 namespace mpiddp {
 
-class BatchNorm final : public Layer {
+class BatchNorm final : public Layer, public SampleConsumer {
  public:
   // dims: 1 (samples {C} or {C, L}) or 2 (samples {C, H, W}).
   BatchNorm(int dims, double eps, double momentum, bool sync)
@@ -31,6 +31,14 @@ class BatchNorm final : public Layer {
   // then a max pooling that tiles its planes (NormOps::fuses_max_pool; BatchNorm2d).
   bool absorb_next(const Layer* next, int taken) override;
   LayoutRole layout_role() const override;
+  // BatchNorm2d where the device's ops take samples one at a time (NormOps::streams_samples).
+  SampleConsumer* sample_consumer() override;
+  void input_sample_written(int i, int n, const float* x_i) override;
+  bool input_grad_waiting() const override { return waiting_.dx != nullptr; }
+  void write_input_grad_sample(int i, float* dx_i) override;
+  void write_input_grad() override;
+  // Whether the last training forward took its moments from samples handed over.
+  bool moments_streamed() const { return moments_streamed_; }
 
  private:
   NormGeometry geometry(std::size_t samples) const;
@@ -56,6 +64,19 @@ class BatchNorm final : public Layer {
   // Small per-channel arrays on the device: moments [3][C], every rank's moments
   // [ranks][3][C], saved mean/invstd/count [3][C], backward sums [2][C] (local, global).
   Matrix moments_{nullptr}, gathered_{nullptr}, saved_{nullptr}, sums_{nullptr}, global_sums_{nullptr};
+  // The moments of the samples handed over by the layer before (input_sample_written),
+  // for the forward whose input starts at streamed_from_.
+  std::unique_ptr<MomentStream> streamed_;
+  const float* streamed_from_ = nullptr;
+  bool moments_streamed_ = false;  // the last training forward took them from there
+  // A backward that left dx to the layer before: what backward_input reads.
+  struct WaitingGradient {
+    const float* x = nullptr;
+    const float* dy = nullptr;
+    const float* sums = nullptr;
+    Matrix* dx = nullptr;  // null: nothing waits
+    NormGeometry g;
+  } waiting_;
 };
 
 }  // namespace mpiddp

@@ -39,11 +39,18 @@ class Conv2d final : public Layer {
   void backward(const Matrix& x, const Matrix& y, const Matrix& dy, Matrix* dx, ParameterStore& params,
                 bool accumulate) override;
   std::vector<std::size_t> parameter_indices() const override { return {weight_, bias_}; }
+  // A BatchNorm after it takes each sample as it is written and gives each
+  // sample's gradient as it is read, where this layer runs sample by sample
+  // (ConvOps::conv_forward_by_sample: mpiddp's own kernels).
+  void feed_samples_to(SampleConsumer* next) override { next_ = next; }
 
  private:
   ConvGeometry geometry(std::size_t samples) const;
   ConvOps& conv() const { return device().ops<ConvOps>(); }
-  void on_bind() override { scratch_ = conv().make_scratch(); }
+  void on_bind() override {
+    scratch_ = conv().make_scratch();
+    sample_grad_ = Matrix(&device());
+  }
 
   std::size_t out_c_;
   int kernel_, stride_, padding_;
@@ -51,6 +58,8 @@ class Conv2d final : public Layer {
   std::size_t weight_ = 0, bias_ = 0;
   ParameterStore* params_ = nullptr;
   std::unique_ptr<LayerScratch> scratch_;
+  SampleConsumer* next_ = nullptr;
+  Matrix sample_grad_{nullptr};  // one sample's output gradient, from next_
   mutable std::optional<bool> winograd_;                  // has_winograd(), once known
   mutable std::optional<bool> winograd_weight_gradient_;  // has_winograd_weight_gradient(), once known
 };

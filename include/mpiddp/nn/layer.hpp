@@ -34,6 +34,7 @@ struct ForwardContext {
   std::uint64_t seed = 0;       // train.seed
   std::uint64_t stream = 0;     // the rank: dropout masks differ per rank, like per-process RNGs
   std::uint64_t counter = 0;    // micro-batch counter: masks differ per micro-batch, resumable
+  bool alone = false;           // one layer run by itself (kernel timing): it feeds no SampleConsumer
 };
 
 // LayerError (a layer list that cannot work): shape.hpp.
@@ -47,6 +48,23 @@ struct InnerLayer {
   std::string name;  // relative to its container: "body.0"
   const Layer* layer;
   Shape output;
+};
+
+// A layer that takes its input one sample at a time as the layer before writes
+// it, and writes its input gradient one sample at a time as the layer before
+// reads it: BatchNorm after a convolution on mpiddp's own kernels, which runs
+// sample by sample, so the moments and the gradient are taken while each sample
+// is in cache. The layer before calls these from its own passes.
+class SampleConsumer {
+ public:
+  virtual ~SampleConsumer() = default;
+  // Forward, in training: sample i (of n, in order from 0) of the input, written at x_i.
+  virtual void input_sample_written(int i, int n, const float* x_i) = 0;
+  // Backward: whether the input gradient is still to be written (it was left to
+  // the layer before, which must then ask for it: by sample, or all at once).
+  virtual bool input_grad_waiting() const = 0;
+  virtual void write_input_grad_sample(int i, float* dx_i) = 0;
+  virtual void write_input_grad() = 0;  // where backward would have written it
 };
 
 class Layer {
@@ -120,6 +138,12 @@ class Layer {
   // did; the chain then skips that layer and offers the next. Called after every
   // bind() (the device decides what fuses); an offer with taken = 0 starts afresh.
   virtual bool absorb_next(const Layer* /*next*/, int /*taken*/) { return false; }
+  // The layer after this one may take this one's output sample by sample as it
+  // is written, and give this one its output gradient sample by sample
+  // (SampleConsumer); this layer feeds it where its kernels run that way. Set
+  // after every bind() by link_sample_consumers (null: none).
+  virtual SampleConsumer* sample_consumer() { return nullptr; }
+  virtual void feed_samples_to(SampleConsumer* /*next*/) {}
   // Calls `visit` for each layer inside this one, at any depth (after declare());
   // `name` is this layer's own full name.
   virtual void visit_inner(const std::string& /*name*/, const LayerVisitor& /*visit*/) {}
@@ -182,6 +206,15 @@ inline std::vector<bool> absorb_layers(const std::vector<std::unique_ptr<Layer>>
     }
   }
   return absorbed;
+}
+
+// After absorb_layers: each layer that runs by itself feeds the one after it,
+// if that one also runs by itself and takes samples one at a time.
+inline void link_sample_consumers(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<bool>& absorbed) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const bool linked = !absorbed[i] && i + 1 < layers.size() && !absorbed[i + 1];
+    layers[i]->feed_samples_to(linked ? layers[i + 1]->sample_consumer() : nullptr);
+  }
 }
 
 }  // namespace mpiddp

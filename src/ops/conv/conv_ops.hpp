@@ -3,6 +3,7 @@
 // weight[out_c, c, kh, kw], bias[out_c], y[n, out_c, oh, ow]. On the CPU: im2col
 // and BLAS; on the GPU: cuDNN.
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "mpiddp/device/device.hpp"
@@ -38,6 +39,27 @@ class ConvOps : public OpFamily {
                                     const ConvGeometry& g, bool accumulate, LayerScratch* scratch) = 0;
   virtual void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                                    LayerScratch* scratch) = 0;
+
+  // Sample by sample, for a BatchNorm after the convolution that takes its input
+  // and gives its input gradient one sample at a time (NormOps::streams_samples),
+  // where these ops run the convolution that way for g (CPU, mpiddp's own
+  // kernels, NCHW); false where they do not (nothing was run: use the calls above).
+  // Forward, as conv_forward, calling after_sample(i, y of sample i) once sample
+  // i is written, in order.
+  using SampleWritten = std::function<void(int, const float*)>;
+  virtual bool conv_forward_by_sample(const float* /*x*/, const float* /*weight*/, const float* /*bias*/,
+                                      float* /*y*/, const ConvGeometry& /*g*/, LayerScratch* /*scratch*/,
+                                      const SampleWritten& /*after_sample*/) {
+    return false;
+  }
+  // The weight and bias gradients, as conv_backward_params, with sample i's dy
+  // from dy_of(i) (asked for in order, read before the next call).
+  using SampleGradient = std::function<const float*(int)>;
+  virtual bool conv_backward_params_by_sample(const float* /*x*/, const SampleGradient& /*dy_of*/,
+                                              float* /*dweight*/, float* /*dbias*/, const ConvGeometry& /*g*/,
+                                              bool /*accumulate*/, LayerScratch* /*scratch*/) {
+    return false;
+  }
 };
 
 }  // namespace mpiddp

@@ -123,6 +123,22 @@ class CpuConvOps final : public ConvOps {
     s.grad_out_of = p.per_chunk >= g.n ? dy : nullptr;
   }
 
+  bool conv_forward_by_sample(const float* x, const float* weight, const float* bias, float* y,
+                              const ConvGeometry& g, LayerScratch* scratch,
+                              const SampleWritten& after_sample) override {
+    if (blocked(g) || !on_own_kernels(g)) return false;
+    thin_conv::forward(x, weight, bias, y, g, static_cast<ConvScratch&>(*scratch).thin_scratch(), &after_sample);
+    return true;
+  }
+
+  bool conv_backward_params_by_sample(const float* x, const SampleGradient& dy_of, float* dweight, float* dbias,
+                                      const ConvGeometry& g, bool accumulate, LayerScratch* scratch) override {
+    if (blocked(g) || !on_own_kernels(g)) return false;
+    thin_conv::backward_params(x, dy_of, dweight, dbias, g, accumulate,
+                               static_cast<ConvScratch&>(*scratch).thin_scratch());
+    return true;
+  }
+
   void conv_backward_input(const float* dy, const float* weight, float* dx, const ConvGeometry& g,
                            LayerScratch* scratch) override {
     auto& s = static_cast<ConvScratch&>(*scratch);

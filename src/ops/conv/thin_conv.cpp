@@ -91,24 +91,35 @@ std::unique_ptr<LayerScratch> make_scratch(const ThinKernels* set) {
 }
 
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
-             LayerScratch& scratch) {
+             LayerScratch& scratch, const ConvOps::SampleWritten* after_sample) {
   auto& s = static_cast<Scratch&>(scratch);
   s.shape(g);
   const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t out = static_cast<std::size_t>(g.out_c) * s.positions;
-  for (int i = 0; i < g.n; ++i)
+  for (int i = 0; i < g.n; ++i) {
     s.set.forward(s.columns_of(x + i * image, g, s.kernel_rows), weight, bias, y + i * out, g.out_c);
+    if (after_sample) (*after_sample)(i, y + i * out);
+  }
 }
 
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                      bool accumulate, LayerScratch& scratch) {
   auto& s = static_cast<Scratch&>(scratch);
   s.shape(g);
+  const std::size_t out = static_cast<std::size_t>(g.out_c) * s.positions;
+  backward_params(x, [dy, out](int i) { return dy + i * out; }, dweight, dbias, g, accumulate, scratch);
+}
+
+void backward_params(const float* x, const ConvOps::SampleGradient& dy_of, float* dweight, float* dbias,
+                     const ConvGeometry& g, bool accumulate, LayerScratch& scratch) {
+  auto& s = static_cast<Scratch&>(scratch);
+  s.shape(g);
   s.lanes.assign(static_cast<std::size_t>(g.out_c) * s.grad_rows * kThinLanes, 0.0f);
   const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
-  const std::size_t out = static_cast<std::size_t>(g.out_c) * s.positions;
-  for (int i = 0; i < g.n; ++i)
-    s.set.weight_grad(s.columns_of(x + i * image, g, s.grad_rows), dy + i * out, g.out_c, s.lanes.data());
+  for (int i = 0; i < g.n; ++i) {
+    const float* dy = dy_of(i);
+    s.set.weight_grad(s.columns_of(x + i * image, g, s.grad_rows), dy, g.out_c, s.lanes.data());
+  }
   for (int o = 0; o < g.out_c; ++o) {
     const float* lanes = s.lanes.data() + static_cast<std::size_t>(o) * s.grad_rows * kThinLanes;
     for (int r = 0; r < s.kernel_rows; ++r) {

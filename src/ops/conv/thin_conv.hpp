@@ -33,10 +33,15 @@ bool suits(const ConvGeometry& g, int threads);
 // The layer's scratch, running kernel set `set` (the widest this CPU has unless
 // a test asks for another).
 std::unique_ptr<LayerScratch> make_scratch(const ThinKernels* set = nullptr);
+// The kernels run one sample at a time: after_sample (if given) is called with
+// each sample's output once it is written, in order.
 void forward(const float* x, const float* weight, const float* bias, float* y, const ConvGeometry& g,
-             LayerScratch& scratch);
+             LayerScratch& scratch, const ConvOps::SampleWritten* after_sample = nullptr);
 // dweight (+)= and dbias (+)= (overwritten unless accumulate).
 void backward_params(const float* x, const float* dy, float* dweight, float* dbias, const ConvGeometry& g,
                      bool accumulate, LayerScratch& scratch);
+// The same with sample i's dy from dy_of(i), asked for in order.
+void backward_params(const float* x, const ConvOps::SampleGradient& dy_of, float* dweight, float* dbias,
+                     const ConvGeometry& g, bool accumulate, LayerScratch& scratch);
 
 }  // namespace mpiddp::cpu::thin_conv

@@ -75,6 +75,61 @@ struct ChannelAffine {
       : scale(invstd * weight), shift(bias - mean * scale) {}
 };
 
+// A batch's moments, its samples added in order: each plane summed in float, the
+// planes added per channel in double, sample after sample. One pass over
+// deviations from a value of the channel itself (its first), so a large mean
+// costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
+class Moments final : public MomentStream {
+ public:
+  explicit Moments(const NormGeometry& g)
+      : g_(g), centre_(static_cast<std::size_t>(g.c), 0.0f), first_(centre_.size(), 0.0), second_(centre_.size(), 0.0) {}
+
+  void add(const float* x, int samples) override {
+    if (samples_ == 0 && samples > 0 && g_.spatial > 0)
+      for (int ch = 0; ch < g_.c; ++ch) centre_[ch] = x[g_.blocked ? blocked_offset(0, ch, 0, g_.c, g_.spatial) : plane(0, ch)];
+    for (int i = 0; i < samples; ++i)
+      if (g_.blocked) {  // a block's 16 channels at once, each summed as its own plane would be
+        float sums[kLayoutBlock], squares[kLayoutBlock];
+        for (int ch = 0; ch < g_.c; ch += static_cast<int>(kLayoutBlock)) {
+          block_deviations(x + plane(i, ch), g_.spatial, &centre_[ch], sums, squares);
+          for (std::size_t k = 0; k < kLayoutBlock; ++k) {
+            first_[ch + k] += sums[k];
+            second_[ch + k] += squares[k];
+          }
+        }
+      } else {
+        for (int ch = 0; ch < g_.c; ++ch) {
+          float squares = 0.0f;
+          first_[ch] += plane_deviations(x + plane(i, ch), g_.spatial, centre_[ch], &squares);
+          second_[ch] += squares;
+        }
+      }
+    samples_ += samples;
+  }
+  int samples() const override { return samples_; }
+
+  void finish(float* moments) override {
+    const double count = static_cast<double>(samples_) * g_.spatial;
+    for (int ch = 0; ch < g_.c; ++ch) {
+      const double mean = count > 0 ? centre_[ch] + first_[ch] / count : 0.0;
+      // max(0, M2) that keeps a NaN: a NaN input must give NaN statistics, as in PyTorch.
+      const double m2 = count > 0 ? ew::max_zero(second_[ch] - first_[ch] * first_[ch] / count) : 0.0;
+      moments[ch] = static_cast<float>(count);
+      moments[g_.c + ch] = static_cast<float>(mean);
+      moments[2 * g_.c + ch] = static_cast<float>(m2);
+    }
+  }
+
+ private:
+  // Where plane (sample i of those added now, ch) starts; blocked: ch's block plane.
+  std::size_t plane(int i, int ch) const { return (static_cast<std::size_t>(i) * g_.c + ch) * g_.spatial; }
+
+  NormGeometry g_;
+  std::vector<float> centre_;
+  std::vector<double> first_, second_;
+  int samples_ = 0;
+};
+
 class CpuNormOps final : public NormOps {
  public:
   bool fuses_relu() const override { return true; }
@@ -85,38 +140,14 @@ class CpuNormOps final : public NormOps {
   // the prefetchers follow; a channel's planes are still added in sample order
   // into its own accumulators, so each sum is the one a channel-by-channel walk gives.
   void batch_moments(const float* x, float* moments, const NormGeometry& g) override {
-    const double count = static_cast<double>(g.n) * g.spatial;
-    // One pass over deviations from a value of the channel itself (its first),
-    // so a large mean costs no precision: mean = c + S1 / n, M2 = S2 - S1^2 / n.
-    std::vector<float> centre(static_cast<std::size_t>(g.c), 0.0f);
-    std::vector<double> first(static_cast<std::size_t>(g.c), 0.0), second(static_cast<std::size_t>(g.c), 0.0);
-    for (int ch = 0; ch < g.c && g.n > 0 && g.spatial > 0; ++ch)
-      centre[ch] = x[g.blocked ? blocked_offset(0, ch, 0, g.c, g.spatial) : offset(0, ch, g)];
-    for (int i = 0; i < g.n; ++i)
-      if (g.blocked) {  // a block's 16 channels at once, each summed as its own plane would be
-        float sums[kLayoutBlock], squares[kLayoutBlock];
-        for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock)) {
-          block_deviations(x + offset(i, ch, g), g.spatial, &centre[ch], sums, squares);
-          for (std::size_t k = 0; k < kLayoutBlock; ++k) {
-            first[ch + k] += sums[k];
-            second[ch + k] += squares[k];
-          }
-        }
-      } else {
-        for (int ch = 0; ch < g.c; ++ch) {
-          float squares = 0.0f;
-          first[ch] += plane_deviations(x + offset(i, ch, g), g.spatial, centre[ch], &squares);
-          second[ch] += squares;
-        }
-      }
-    for (int ch = 0; ch < g.c; ++ch) {
-      const double mean = count > 0 ? centre[ch] + first[ch] / count : 0.0;
-      // max(0, M2) that keeps a NaN: a NaN input must give NaN statistics, as in PyTorch.
-      const double m2 = count > 0 ? ew::max_zero(second[ch] - first[ch] * first[ch] / count) : 0.0;
-      moments[ch] = static_cast<float>(count);
-      moments[g.c + ch] = static_cast<float>(mean);
-      moments[2 * g.c + ch] = static_cast<float>(m2);
-    }
+    Moments stream(g);
+    stream.add(x, g.n);
+    stream.finish(moments);
+  }
+
+  bool streams_samples() const override { return true; }
+  std::unique_ptr<MomentStream> start_moments(const NormGeometry& g) override {
+    return std::make_unique<Moments>(g);
   }
 
   void combine_moments(const float* all, int ranks, float* moments, int c) override {
@@ -198,6 +229,12 @@ class CpuNormOps final : public NormOps {
 
   void backward_input(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
                       const float* sums, float* dx, const NormGeometry& g) override {
+    backward_input_samples(x, dy, weight, bias, saved, sums, dx, g, 0, g.n);
+  }
+
+  void backward_input_samples(const float* x, const float* dy, const float* weight, const float* bias,
+                              const float* saved, const float* sums, float* dx, const NormGeometry& g, int begin,
+                              int end) override {
     const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
     std::vector<float> mean_dy, projection;
     for (int ch = 0; ch < g.c; ++ch) {
@@ -206,18 +243,19 @@ class CpuNormOps final : public NormOps {
       projection.push_back(sums[g.c + ch] / count * invstd * invstd);
     }
     const Blocks blocks(affine, g.blocked);
-    for (int i = 0; i < g.n; ++i)
+    const std::size_t first = offset(begin, 0, g);  // where dx starts in the batch
+    for (int i = begin; i < end; ++i)
       if (g.blocked) {
         for (int ch = 0; ch < g.c; ch += static_cast<int>(kLayoutBlock)) {
           const std::size_t at = offset(i, ch, g);
-          block_input_grad(x + at, dy + at, g.relu_after, blocks.shift(ch), dx + at, g.spatial, saved + ch,
-                           &mean_dy[ch], &projection[ch], blocks.scale(ch));
+          block_input_grad(x + at, dy + at, g.relu_after, blocks.shift(ch), dx + (at - first), g.spatial,
+                           saved + ch, &mean_dy[ch], &projection[ch], blocks.scale(ch));
         }
       } else {
         for (int ch = 0; ch < g.c; ++ch) {
           const std::size_t at = offset(i, ch, g);
-          plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + at, g.spatial,
-                           saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
+          plane_input_grad(x + at, plane_grad(dy, i, ch, g), g.relu_after, affine[ch].shift, dx + (at - first),
+                           g.spatial, saved[ch], mean_dy[ch], projection[ch], affine[ch].scale);
         }
       }
   }

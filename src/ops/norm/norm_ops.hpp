@@ -7,6 +7,7 @@
 // form that combines across ranks without cancellation.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "mpiddp/device/device.hpp"
 
@@ -39,6 +40,17 @@ struct NormGeometry {
   // x, y and their gradients (blocked), or with a fused pooling its pooled output
   // and that gradient (pooled_blocked; x and dx stay NCHW).
   bool blocked = false, pooled_blocked = false;
+};
+
+// batch_moments in parts, for samples handed over one at a time (NormOps::start_moments).
+class MomentStream {
+ public:
+  virtual ~MomentStream() = default;
+  // The next `samples` samples, in order, from x (the first of them).
+  virtual void add(const float* x, int samples) = 0;
+  virtual int samples() const = 0;
+  // moments[3][c], as batch_moments gives them over the samples added.
+  virtual void finish(float* moments) = 0;
 };
 
 class NormOps : public OpFamily {
@@ -74,6 +86,20 @@ class NormOps : public OpFamily {
   // - (x - mean) * invstd^2 * sum_dy_xmu / count).
   virtual void backward_input(const float* x, const float* dy, const float* weight, const float* bias,
                               const float* saved, const float* sums, float* dx, const NormGeometry& g) = 0;
+
+  // Sample by sample, where the layer before writes its output and reads its
+  // output gradient one sample at a time (a convolution on mpiddp's own kernels):
+  // the moments taken as each sample is written, and each sample's dx written
+  // just before it is read, while both are in cache. The same loops as the
+  // whole-batch calls, so the same bits. Only where streams_samples().
+  virtual bool streams_samples() const { return false; }
+  // A stream for batch_moments over g (NCHW), to which samples are added in order.
+  virtual std::unique_ptr<MomentStream> start_moments(const NormGeometry& /*g*/) { return nullptr; }
+  // backward_input for samples [begin, end) of the batch (x, dy, argmax: the
+  // whole batch's), into dx, where sample `begin` goes.
+  virtual void backward_input_samples(const float* /*x*/, const float* /*dy*/, const float* /*weight*/,
+                                      const float* /*bias*/, const float* /*saved*/, const float* /*sums*/,
+                                      float* /*dx*/, const NormGeometry& /*g*/, int /*begin*/, int /*end*/) {}
 };
 
 }  // namespace mpiddp
