@@ -100,6 +100,10 @@ std::size_t BatchNorm::output_values(std::size_t samples) const {
 }
 
 void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
+  // Samples handed over count for this forward only, even if it throws.
+  const std::unique_ptr<MomentStream> stream = std::move(streamed_);
+  moments_streamed_ = false;
+  waiting_ = {};
   argmax_.reserve(pool_window_ > 0 ? output_values(x.rows()) : 0);
   const NormGeometry g = geometry(x.rows());
   y.resize(x.rows(), output_values(1));
@@ -119,10 +123,9 @@ void BatchNorm::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
         "leaves no batch of 1 sample)");
   moments_.resize(3, channels_);
   // Moments taken as the layer before wrote this very input, sample by sample.
-  moments_streamed_ = streamed_ && streamed_from_ == x.data() && streamed_->samples() == static_cast<int>(x.rows());
-  if (moments_streamed_) streamed_->finish(moments_.data());
+  moments_streamed_ = stream && streamed_from_ == x.data() && stream->samples() == static_cast<int>(x.rows());
+  if (moments_streamed_) stream->finish(moments_.data());
   else norm().batch_moments(x.data(), moments_.data(), g);
-  streamed_.reset();
   if (across_ranks()) {
     gathered_.resize(static_cast<std::size_t>(cross_rank_->size()) * 3, channels_);
     cross_rank_->allgather_now(moments_.data(), gathered_.data(), moments_.size());
@@ -180,7 +183,7 @@ void BatchNorm::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matri
     sums = &global_sums_;
   }
   dx->resize(x.rows(), x.cols());
-  if (moments_streamed_ && !evaluated_) {  // the layer before asks for dx, by sample or all at once
+  if (moments_streamed_ && !evaluated_) {  // the layer before asks for dx into *dx, by sample or all at once
     waiting_ = {x.data(), dy.data(), sums->data(), dx, g};
     return;
   }

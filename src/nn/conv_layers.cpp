@@ -166,7 +166,7 @@ void Conv2d::forward(const Matrix& x, Matrix& y, const ForwardContext& ctx) {
 void Conv2d::backward(const Matrix& x, const Matrix&, const Matrix& dy, Matrix* dx, ParameterStore& params,
                       bool accumulate) {
   const ConvGeometry g = geometry(x.rows());
-  if (next_ && next_->input_grad_waiting()) {
+  if (next_ && next_->input_grad_waiting(dy.data())) {
     // Without an input gradient of its own, each sample's dy is written as the
     // weight gradient reads it; else all of dy first (before dx may reuse its memory).
     sample_grad_.resize(1, dy.cols());

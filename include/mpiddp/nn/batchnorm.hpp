@@ -34,7 +34,7 @@ class BatchNorm final : public Layer, public SampleConsumer {
   // BatchNorm2d where the device's ops take samples one at a time (NormOps::streams_samples).
   SampleConsumer* sample_consumer() override;
   void input_sample_written(int i, int n, const float* x_i) override;
-  bool input_grad_waiting() const override { return waiting_.dx != nullptr; }
+  bool input_grad_waiting(const float* into) const override { return waiting_.dx && waiting_.dx->data() == into; }
   void write_input_grad_sample(int i, float* dx_i) override;
   void write_input_grad() override;
   // Whether the last training forward took its moments from samples handed over.

@@ -60,9 +60,10 @@ class SampleConsumer {
   virtual ~SampleConsumer() = default;
   // Forward, in training: sample i (of n, in order from 0) of the input, written at x_i.
   virtual void input_sample_written(int i, int n, const float* x_i) = 0;
-  // Backward: whether the input gradient is still to be written (it was left to
-  // the layer before, which must then ask for it: by sample, or all at once).
-  virtual bool input_grad_waiting() const = 0;
+  // Backward: whether the input gradient is still to be written into `into` (the
+  // gradient the layer before was handed): left to that layer, which must then
+  // ask for it, by sample or all at once.
+  virtual bool input_grad_waiting(const float* into) const = 0;
   virtual void write_input_grad_sample(int i, float* dx_i) = 0;
   virtual void write_input_grad() = 0;  // where backward would have written it
 };

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 
 #include "mpiddp/device/device.hpp"
 
@@ -99,7 +100,9 @@ class NormOps : public OpFamily {
   // whole batch's), into dx, where sample `begin` goes.
   virtual void backward_input_samples(const float* /*x*/, const float* /*dy*/, const float* /*weight*/,
                                       const float* /*bias*/, const float* /*saved*/, const float* /*sums*/,
-                                      float* /*dx*/, const NormGeometry& /*g*/, int /*begin*/, int /*end*/) {}
+                                      float* /*dx*/, const NormGeometry& /*g*/, int /*begin*/, int /*end*/) {
+    throw std::logic_error("NormOps::backward_input_samples: these ops do not stream samples");
+  }
 };
 
 }  // namespace mpiddp
