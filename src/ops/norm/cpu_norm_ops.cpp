@@ -190,7 +190,8 @@ class CpuNormOps final : public NormOps {
 
   void backward_sums(const float* x, const float* dy, const float* weight, const float* bias, const float* saved,
                      float* sums, const NormGeometry& g) override {
-    const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
+    std::vector<ChannelAffine> affine;
+    saved_affine(weight, bias, saved, g.c, affine);
     std::vector<double> sum_dy(static_cast<std::size_t>(g.c), 0.0), sum_dy_xmu(static_cast<std::size_t>(g.c), 0.0);
     const Blocks blocks(affine, g.blocked);
     for (int i = 0; i < g.n; ++i)
@@ -235,8 +236,14 @@ class CpuNormOps final : public NormOps {
   void backward_input_samples(const float* x, const float* dy, const float* weight, const float* bias,
                               const float* saved, const float* sums, float* dx, const NormGeometry& g, int begin,
                               int end) override {
-    const std::vector<ChannelAffine> affine = saved_affine(weight, bias, saved, g.c);
-    std::vector<float> mean_dy, projection;
+    // Called once a sample where a convolution streams: the per-channel terms go
+    // into buffers kept between calls, not new ones each time.
+    std::vector<ChannelAffine>& affine = affine_;
+    std::vector<float>& mean_dy = mean_dy_;
+    std::vector<float>& projection = projection_;
+    saved_affine(weight, bias, saved, g.c, affine);
+    mean_dy.clear();
+    projection.clear();
     for (int ch = 0; ch < g.c; ++ch) {
       const float invstd = saved[g.c + ch], count = saved[2 * g.c + ch];
       mean_dy.push_back(sums[ch] / count);
@@ -282,10 +289,11 @@ class CpuNormOps final : public NormOps {
 
   // Each channel's y = x * scale + shift from the saved mean and invstd, as the
   // forward computed it (also backward_input's scale = invstd * weight).
-  static std::vector<ChannelAffine> saved_affine(const float* weight, const float* bias, const float* saved, int c) {
-    std::vector<ChannelAffine> affine;
+  // (Into `affine`, whose memory is reused.)
+  static void saved_affine(const float* weight, const float* bias, const float* saved, int c,
+                           std::vector<ChannelAffine>& affine) {
+    affine.clear();
     for (int ch = 0; ch < c; ++ch) affine.emplace_back(saved[ch], saved[c + ch], weight[ch], bias[ch]);
-    return affine;
   }
 
   // Writes the output: normalised, through the fused ReLU and pooling where there are.
@@ -345,6 +353,9 @@ class CpuNormOps final : public NormOps {
   }
 
   std::vector<float> plane_;  // one plane of the fused output or its gradient
+  // backward_input_samples' per-channel terms, kept for the next call.
+  std::vector<ChannelAffine> affine_;
+  std::vector<float> mean_dy_, projection_;
   // A block's 16 pooled planes, on their way to a blocked output (pooled_blocked).
   std::vector<float> pooled_;
 };
