@@ -14,11 +14,15 @@ ns=$(node_netns "$2")
 ip netns list | grep -q "^$ns\( \|$\)" || { echo "slurm-node: no node $2 (no namespace $ns)" >&2; exit 2; }
 case $1 in
   kill)
-    # The list can grow while we kill (a slurmstepd forking): repeat until empty.
-    for _ in $(seq 20); do
+    # The list can grow while we kill (a slurmstepd forking), and a killed process
+    # stays listed until the kernel has torn down its memory (seconds on a loaded
+    # machine): repeat until empty, for up to 60 s by the clock since boot.
+    read -r up _ < /proc/uptime; deadline=$(( ${up%.*} + 60 ))
+    while :; do
       pids=$(ip netns pids "$ns")
       [ -n "$pids" ] || { echo "slurm-node: $2 is dead"; exit 0; }
       kill -9 $pids 2>/dev/null || true
+      read -r up _ < /proc/uptime; [ "${up%.*}" -lt "$deadline" ] || break
       sleep 0.05
     done
     echo "slurm-node: processes still start in $ns: $(ip netns pids "$ns" | tr '\n' ' ')" >&2; exit 1 ;;

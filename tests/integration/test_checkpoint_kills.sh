@@ -10,8 +10,9 @@ source "$(dirname "$0")/lib.sh"
 # invariants, and 24 still aim 16 kills inside a write and 8 at random moments.
 # KILLS=50 or more for a longer soak.
 KILLS=${KILLS:-24}
-# Seconds a restart may take to complete its first checkpoint (about 1 s here; generous for a cold disk).
-PROGRESS_LIMIT=${PROGRESS_LIMIT:-120}
+# Seconds a restart may take to complete its first checkpoint (about 1 s here): a
+# hang guard, as long as any run's (a cold disk, one core shared with other tests).
+PROGRESS_LIMIT=${PROGRESS_LIMIT:-$RUN_TIMEOUT}
 # Backstop for every rank's end after rank 0 was killed (under a second here).
 END_LIMIT=${END_LIMIT:-120}
 # The random pauses before the kills come from bash's RANDOM seeded with KILLS_SEED:

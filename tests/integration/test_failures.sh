@@ -76,9 +76,13 @@ erred_case() {  # FAIL_STEP ATTEMPT: returns 3 when rank 2 failed before mpirun 
   live() { local state; state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]; }  # a zombie has ended
   for r in $ranks; do live "$r" && alive=$((alive + 1)); done
   if [ "$alive" != 3 ]; then kill -CONT $ranks 2>/dev/null; kill_job "$job"; return 3; fi
+  local failing; failing=$(rank_pid "$job" 2)
   kill -STOP "$job"
   kill -CONT $ranks
   any_alive() { for r in $ranks; do live "$r" && return 0; done; return 1; }
+  # Rank 2 first trains to its step (thousands of steps on a slow machine: bounded
+  # like any run), then END_LIMIT bounds only the others' ending after its error.
+  wait_until "$RUN_TIMEOUT" eval "! live '$failing'" || fail "erred_exit: rank 2 still runs after $RUN_TIMEOUT s"
   wait_until "$END_LIMIT" eval '! any_alive' || fail "erred_exit: a rank still runs $END_LIMIT s after rank 2's error"
   kill -CONT "$job"
   end_job "$job" "$END_LIMIT" || true
