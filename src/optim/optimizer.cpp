@@ -26,19 +26,25 @@ void AdamW::step(float* params, const float* grads, std::size_t count, double lr
     v_.assign_zeros(count);
   }
   ++steps_;
-  const double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
-  const double bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
+  update_.adamw_update(params, grads, m_.data(), v_.data(), count,
+                       adamw_coefficients(lr, beta1_, beta2_, eps_, weight_decay_, steps_));
+}
+
+ew::AdamWCoefficients adamw_coefficients(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                         std::int64_t step) {
+  const double bias1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bias2 = 1.0 - std::pow(beta2, static_cast<double>(step));
   ew::AdamWCoefficients k{};
-  k.decay = static_cast<float>(1.0 - lr * weight_decay_);
+  k.decay = static_cast<float>(1.0 - lr * weight_decay);
   // 1 - beta in double, as PyTorch does (1.0f - 0.999f is off by 1.3e-5 relative).
-  k.beta1 = static_cast<float>(beta1_);
-  k.one_minus_beta1 = static_cast<float>(1.0 - beta1_);
-  k.beta2 = static_cast<float>(beta2_);
-  k.one_minus_beta2 = static_cast<float>(1.0 - beta2_);
+  k.beta1 = static_cast<float>(beta1);
+  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  k.beta2 = static_cast<float>(beta2);
+  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
   k.step_size = static_cast<float>(lr / bias1);
   k.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
-  k.eps = static_cast<float>(eps_);
-  update_.adamw_update(params, grads, m_.data(), v_.data(), count, k);
+  k.eps = static_cast<float>(eps);
+  return k;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, Device* device) {

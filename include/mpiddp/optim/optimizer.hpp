@@ -78,6 +78,11 @@ class AdamW final : public Optimizer {
   FlatBuffer m_, v_;
 };
 
+// AdamW's per-step coefficients for optimizer step `step` (counted from 1), as
+// torch.optim.AdamW forms them.
+ew::AdamWCoefficients adamw_coefficients(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                         std::int64_t step);
+
 // On `device` (the CPU when null).
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& config, Device* device = nullptr);
 

@@ -1,5 +1,6 @@
 // Optimizer updates on the CPU: vectorised loops over elementwise.hpp's rules.
 #include "update_ops.hpp"
+#include "cpu_adamw.hpp"
 #include "mpiddp/device/op_registry.hpp"
 #include "mpiddp/common/simd.hpp"
 
@@ -16,12 +17,6 @@ void sgd_loop(float* __restrict params, const float* __restrict grads, float* __
   }
 }
 
-MPIDDP_VECTOR_CLONES
-void adamw_loop(float* __restrict params, const float* __restrict grads, float* __restrict m, float* __restrict v,
-                std::size_t n, ew::AdamWCoefficients k) {
-  for (std::size_t i = 0; i < n; ++i) ew::adamw_update(params[i], grads[i], m[i], v[i], k);
-}
-
 class CpuUpdateOps final : public UpdateOps {
  public:
   void sgd_update(float* params, const float* grads, float* buffer, std::size_t n,
@@ -30,7 +25,7 @@ class CpuUpdateOps final : public UpdateOps {
   }
   void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n,
                     const ew::AdamWCoefficients& k) override {
-    adamw_loop(params, grads, m, v, n, k);
+    cpu::adamw_update(params, grads, m, v, n, k);  // without subnormal stalls: cpu_adamw.cpp
   }
 };
 
