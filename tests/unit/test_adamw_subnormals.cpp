@@ -85,6 +85,13 @@ int compare(Update update, const State& start, const AdamWCoefficients& k) {
   return differences(mine.p, plain.p) + differences(mine.m, plain.m) + differences(mine.v, plain.v);
 }
 
+// No setting gives this, but the update must still be the float rule's: inf x 0 is
+// NaN, so a stuck moment is not kept.
+AdamWCoefficients with_infinite_one_minus_beta1(AdamWCoefficients k) {
+  k.one_minus_beta1 = std::numeric_limits<float>::infinity();
+  return k;
+}
+
 std::vector<AdamWCoefficients> coefficient_sets() {
   return {
       coefficients(1e-3, 0.9, 0.999, 1e-8, 1e-4, 1),     // the first step
@@ -94,6 +101,7 @@ std::vector<AdamWCoefficients> coefficient_sets() {
       coefficients(1e-3, 0.0, 0.0, 0.0, 0.5, 5),         // betas 0, eps 0
       coefficients(1e-30, 0.999, 0.999999, 1e-30, 1e10, 2),
       coefficients(1e-40, 0.9, 0.999, 1e-45, 0.0, 4),    // a subnormal step size and eps
+      with_infinite_one_minus_beta1(coefficients(1e-3, 0.9, 0.999, 1e-8, 1e-4, 1000)),
   };
 }
 

@@ -63,7 +63,7 @@ std::uint32_t magnitude_limit(double limit) {
 std::uint32_t factor_limit(double c) {
   return c == 0.0 ? kSmallestNormal : magnitude_limit(0x1p-126 * (1.0 + 0x1p-20) / std::fabs(c));
 }
-bool normal_or_zero(float c) { return c == 0.0f || std::fabs(c) >= 0x1p-126f; }
+bool normal_or_zero(float c) { return c == 0.0f || (std::isfinite(c) && std::fabs(c) >= 0x1p-126f); }
 
 // A first moment m = M 2^-149 whose gradient is 0 is stuck when b1 m rounds back to
 // m (M (1 - b1) < 1/2, or = 1/2 with M even: M <= 4 for b1 = 0.9): moments of units
@@ -89,14 +89,16 @@ Screen screen_for(const ew::AdamWCoefficients& k) {
   Screen s{};
   // m in b1 m, and in step (b1 m) when the gradient is 0 (the decaying moments).
   s.m = std::max(factor_limit(k.beta1), factor_limit(static_cast<double>(k.beta1) * k.step_size));
-  // g in (1-b1) g, (1-b2) g and ((1-b2) g) g >= (1-b2) g^2 (1 - 2^-24).
+  // g in (1-b1) g, (1-b2) g and ((1-b2) g) g >= (1-b2) g^2 (1 - 2^-24)^2 (the margin covers it).
   s.grad = std::max(factor_limit(k.one_minus_beta1), factor_limit(k.one_minus_beta2));
   if (k.one_minus_beta2 != 0.0f)
     s.grad = std::max(s.grad, magnitude_limit(std::sqrt(0x1p-126 / std::fabs(static_cast<double>(k.one_minus_beta2))) *
                                               (1.0 + 0x1p-20)));
   s.v = factor_limit(k.beta2);
-  // A subnormal coefficient would stall every lane: then every nonzero lane takes
-  // the software path (no optimizer setting gives one).
+  // A subnormal coefficient (a learning rate or eps below about 1e-38) would stall
+  // every lane, and an infinite one breaks the stuck moments' shortcut (inf x 0 is
+  // NaN): then every lane with a nonzero finite moment or gradient takes the
+  // software path, still exact.
   const bool usual = normal_or_zero(k.beta1) && normal_or_zero(k.one_minus_beta1) && normal_or_zero(k.beta2) &&
                      normal_or_zero(k.one_minus_beta2) && normal_or_zero(k.step_size) && normal_or_zero(k.eps) &&
                      normal_or_zero(k.decay) && normal_or_zero(k.inv_sqrt_bias2);
