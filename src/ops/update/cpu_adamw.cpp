@@ -236,6 +236,22 @@ __attribute__((always_inline)) inline IntLanes16 join(IntLanes8 low_half, IntLan
   return __builtin_shufflevector(low_half, high_half, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+// elementwise.hpp's adamw_update on 16 lanes, operation for operation, keeping the
+// intermediate results the software path takes up.
+struct FloatRule {
+  Lanes16 m, v, denom, shrunk, param;  // m', v', sqrt(v') * bias + eps, parameter * decay, parameter'
+};
+__attribute__((always_inline)) inline FloatRule float_rule(Lanes16 p, Lanes16 g, Lanes16 m, Lanes16 v,
+                                                           const ew::AdamWCoefficients& k) {
+  FloatRule r;
+  r.m = k.beta1 * m + k.one_minus_beta1 * g;
+  r.v = k.beta2 * v + k.one_minus_beta2 * g * g;
+  r.denom = square_root(r.v) * k.inv_sqrt_bias2 + k.eps;
+  r.shrunk = p * k.decay;
+  r.param = r.shrunk - k.step_size * r.m / r.denom;
+  return r;
+}
+
 // The 16 lanes of a line with values the float rule must not see (the screen's
 // `small_*` masks): the rule runs with zeros in their place, then those lanes'
 // results are replaced.
@@ -255,15 +271,11 @@ void flagged_line(float* params, const float* grads, float* m, float* v, const e
   // Zeros in place of the inputs the float rule must not see, by integer masks: a
   // select could become a masked operation, which still stalls on what it masks off.
   const Lanes16 mm = reinterpret_cast<Lanes16>(mb & ~small_m), vv = reinterpret_cast<Lanes16>(vb & ~small_v);
-  const Lanes16 p = reinterpret_cast<Lanes16>(pb), g = reinterpret_cast<Lanes16>(gb & ~small_g);
-  // elementwise.hpp's adamw_update, operation for operation.
-  const Lanes16 mi = k.beta1 * mm + k.one_minus_beta1 * g;
-  const Lanes16 vi = k.beta2 * vv + k.one_minus_beta2 * g * g;
-  const Lanes16 denom = square_root(vi) * k.inv_sqrt_bias2 + k.eps;
-  const Lanes16 shrunk = p * k.decay;
-  const Lanes16 pi = shrunk - k.step_size * mi / denom;
-  IntLanes16 p_out = reinterpret_cast<IntLanes16>(pi), m_out = reinterpret_cast<IntLanes16>(mi),
-             v_out = reinterpret_cast<IntLanes16>(vi);
+  const Lanes16 g = reinterpret_cast<Lanes16>(gb & ~small_g);
+  const FloatRule r = float_rule(reinterpret_cast<Lanes16>(pb), g, mm, vv, k);
+  const Lanes16 denom = r.denom, shrunk = r.shrunk;
+  IntLanes16 p_out = reinterpret_cast<IntLanes16>(r.param), m_out = reinterpret_cast<IntLanes16>(r.m),
+             v_out = reinterpret_cast<IntLanes16>(r.v);
   // A stuck first moment (stuck_limit) keeps its bits, and the float rule's
   // parameter (with m = 0 its quotient is +-0 as well) and second moment stand,
   // unless the decayed parameter is +-0 (then the zero's sign could differ).
@@ -309,15 +321,11 @@ void adamw_lines(float* params, const float* grads, float* m, float* v, std::siz
     }
     Lanes16 p;
     std::memcpy(&p, params + at, sizeof(p));
-    const Lanes16 g = reinterpret_cast<Lanes16>(gb);
-    // elementwise.hpp's adamw_update, operation for operation.
-    const Lanes16 mi = k.beta1 * reinterpret_cast<Lanes16>(mb) + k.one_minus_beta1 * g;
-    const Lanes16 vi = k.beta2 * reinterpret_cast<Lanes16>(vb) + k.one_minus_beta2 * g * g;
-    const Lanes16 denom = square_root(vi) * k.inv_sqrt_bias2 + k.eps;
-    p = p * k.decay - k.step_size * mi / denom;
-    std::memcpy(params + at, &p, sizeof(p));
-    std::memcpy(m + at, &mi, sizeof(mi));
-    std::memcpy(v + at, &vi, sizeof(vi));
+    const FloatRule r = float_rule(p, reinterpret_cast<Lanes16>(gb), reinterpret_cast<Lanes16>(mb),
+                                   reinterpret_cast<Lanes16>(vb), k);
+    std::memcpy(params + at, &r.param, sizeof(r.param));
+    std::memcpy(m + at, &r.m, sizeof(r.m));
+    std::memcpy(v + at, &r.v, sizeof(r.v));
   }
 }
 
